@@ -1,0 +1,43 @@
+# One command each; every target installs what it needs into ./.venv on first use.
+#   make smoke   run the tabular lab (--smoke)
+#   make test    run the test suite
+#   make bench   print the learning and speed figures
+#   make lint    ruff
+#   make clean   remove the virtual environment and generated files
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
+
+.PHONY: smoke test bench lint clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.smoke: requirements-smoke.txt | $(PY)
+	$(PIP) -r requirements-smoke.txt
+	touch $@
+
+$(VENV)/.test: requirements-smoke.txt tests/requirements.txt | $(PY)
+	$(PIP) -r tests/requirements.txt
+	touch $@
+
+$(VENV)/.lint: | $(PY)
+	$(PIP) "ruff>=0.6"
+	touch $@
+
+smoke: $(VENV)/.smoke
+	$(PY) env_rollout.py --smoke
+
+test: $(VENV)/.test
+	$(PY) -m pytest -q tests
+
+bench: $(VENV)/.smoke
+	$(PY) bench/smoke_bench.py
+
+lint: $(VENV)/.lint
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache __pycache__ */__pycache__ *.png

@@ -1,0 +1,26 @@
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def run_script(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run env_rollout.py as a user would, from the repository root."""
+    return subprocess.run(
+        [sys.executable, os.path.join(ROOT, "env_rollout.py"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+@pytest.fixture(scope="session")
+def smoke_run() -> subprocess.CompletedProcess:
+    """One default `--smoke` run, shared by the tests that read its output."""
+    return run_script("--smoke")

@@ -1,0 +1,93 @@
+"""Section 5 and the command line: the smoke run itself, its output lines, and the parser's refusals."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, run_script
+
+
+def test_smoke_passes_and_prints_the_spelled_lines(smoke_run):
+    assert smoke_run.returncode == 0, smoke_run.stderr
+    out = smoke_run.stdout
+    assert "scripted binary search: 7/8 targets solved" in out
+    match = re.search(
+        r"^success rate before=(\d\.\d{3}) after=(\d\.\d{3}) \(optimum 0\.875, random 0\.330\)$", out, re.M
+    )
+    assert match, out
+    before, after = map(float, match.groups())
+    assert after >= 0.85 and after - before > 0.2
+    assert "weight 0  tool" in out and "weight 1  assistant" in out
+    assert "advantages" in out
+    assert out.strip().splitlines()[-1] == "smoke ok"
+
+
+def test_smoke_imports_only_torch_and_the_standard_library():
+    code = (
+        "import sys, torch\n"
+        "baseline = set(sys.modules)\n"
+        "sys.argv = ['env_rollout.py', '--smoke']\n"
+        "import runpy\n"
+        "try:\n"
+        "    runpy.run_path('env_rollout.py', run_name='__main__')\n"
+        "except SystemExit as stop:\n"
+        "    assert stop.code == 0, stop.code\n"
+        "extra = {m.split('.')[0] for m in set(sys.modules) - baseline}\n"
+        "extra -= set(sys.stdlib_module_names) | {'torch', '__main__'}\n"
+        "print('EXTRA', sorted(extra))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "EXTRA []" in result.stdout, result.stdout
+
+
+def test_failed_learning_exits_non_zero_with_a_message():
+    result = run_script("--smoke", "--iterations", "1")
+    assert result.returncode == 1
+    assert "smoke FAILED" in result.stderr and "below" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "flags, complaint",
+    [
+        (["--group", "1"], "--group: must be a whole number >= 2"),
+        (["--iterations", "0"], "--iterations: must be a whole number >= 1"),
+        (["--n", "1"], "--n: must be a whole number >= 2"),
+        (["--max-turns", "0"], "--max-turns: must be a whole number >= 1"),
+        (["--lr", "0"], "--lr: must be a positive number"),
+        (["--lr", "nan"], "--lr: must be a positive number"),
+        (["--seed", "-1"], "--seed: must be a whole number >= 0"),
+        (["--prompts", "two"], "--prompts: must be a whole number >= 1, got 'two'"),
+        (["--eval-episodes", "10"], "--eval-episodes: must be a whole number >= 100"),
+    ],
+)
+def test_parser_refuses_nonsense(flags, complaint):
+    result = run_script(*flags)
+    assert result.returncode == 2
+    assert complaint in result.stderr
+
+
+def test_help_explains_each_mode():
+    result = run_script("--help")
+    assert result.returncode == 0
+    assert "--smoke" in result.stdout and "tabular GRPO" in result.stdout
+
+
+def test_plot_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "curve.png"
+    result = run_script("--smoke", "--plot", str(path))
+    assert result.returncode == 0, result.stderr
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_without_matplotlib_says_how_to_install(tmp_path):
+    # A sitecustomize that hides matplotlib, as on a machine without it.
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['matplotlib'] = None\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    result = run_script("--smoke", "--plot", str(tmp_path / "x.png"), env=env)
+    assert result.returncode == 2
+    assert "pip install matplotlib" in result.stderr
+    assert not (tmp_path / "x.png").exists()
