@@ -19,10 +19,15 @@ Read it top to bottom: environment, policy, rollout and trace, GRPO update, smok
 """
 
 import argparse
+import functools
+import inspect
 import math
+import os
 import random
+import socket
 import sys
 import time
+import urllib.parse
 from typing import NamedTuple
 
 import torch
@@ -463,6 +468,691 @@ def run_smoke(args) -> None:
 
 
 # =====================================================================================================
+# 6. The full path: Qwen3 + TRL's GRPOTrainer against OpenEnv Wordle
+# =====================================================================================================
+# The same three ideas at scale. The environment is TextArena's Wordle behind an OpenEnv server; the
+# policy is a language model; TRL runs the tool-calling loop, builds `tool_mask` (observation masking,
+# token by token) and computes group-relative advantages. Heavy imports happen inside these functions.
+
+WORDLE_URL = "https://openenv-wordle.hf.space"
+WORDLE_PROMPT = (
+    "You are an expert Wordle solver. Find the secret 5-letter English word in at most 6 tries. "
+    "Make each guess by calling the tool `guess` with the word in square brackets, like [crane]. "
+    "After each guess you get one mark per letter: G = right letter in the right place, "
+    "Y = in the word but in another place, X = not in the word.\n\n"
+)
+INVALID_MOVE_MARK = "You attempted an invalid move"  # TextArena's text for a malformed or unknown guess
+SERVER_ATTEMPTS = 3  # tries per server call; a refused or dropped connection is retried with backoff
+SERVER_BACKOFF_S = 0.5  # first wait between tries, doubled each time
+SERVER_REMEDIES = (
+    "Remedies: the hosted Space serves only a few sessions at once, and training holds one per rollout.\n"
+    "  - duplicate the Space (openenv/wordle) into your own account and pass its URL with --env-url;\n"
+    "  - or run its Docker image locally and pass --env-url http://127.0.0.1:8000;\n"
+    "  - or play the same game in-process, with no server: --env-url local."
+)
+
+
+class WordleServerError(RuntimeError):
+    """The Wordle server could not be reached or refused a session."""
+
+
+def import_textarena_env():
+    try:
+        import textarena_env
+    except ImportError as error:
+        raise ImportError(
+            "the Wordle environment needs the OpenEnv TextArena client (module textarena_env): "
+            "pip install -r requirements-full.txt"
+        ) from error
+    return textarena_env
+
+
+def observation_text(observation) -> str:
+    """All text the game has shown so far. Some servers leave `messages` empty at reset and put the
+    opening text in `prompt`; otherwise the messages hold it, cumulatively."""
+    messages = getattr(observation, "messages", None) or []
+    if messages:
+        return "\n".join(message.content for message in messages)
+    return getattr(observation, "prompt", "") or ""
+
+
+class WordleEnv:
+    """TextArena Wordle through OpenEnv, with the environment_factory contract of GuessEnv.
+
+    `env_url` is an OpenEnv server (the hosted Space, a duplicate, a local Docker container), or
+    "local" to play the same game in-process. One client (one server session) per instance: TRL pools
+    instances and calls `reset()` again for each episode, which re-uses the session.
+    """
+
+    def __init__(self, env_url: str = WORDLE_URL):
+        self._env_url = env_url
+        self._client = None  # opened on first reset(), replaced (and closed) after a failed reset
+        self._seen_text = ""  # what the game has shown so far: feedback is what comes after it
+        self._started = False
+        self._done = False
+        self._reward = 0.0
+        self._moves = 0
+        self._invalid_moves = 0
+
+    def reset(self, **kwargs) -> str:
+        """Start a new game on this instance's session; return the game's opening text.
+        Dataset columns arrive as keywords and are ignored."""
+        result = self._call_server("reset", lambda client: client.reset(), reconnect=True)
+        observation = getattr(result, "observation", result)
+        self._seen_text = ""
+        self._started, self._done, self._reward = True, False, 0.0
+        self._moves = self._invalid_moves = 0
+        return self._new_text(observation)
+
+    def guess(self, guess: str) -> str:
+        """Guess the secret word.
+
+        Args:
+            guess: A 5-letter English word in square brackets, for example "[crane]".
+
+        Returns:
+            The game's feedback: one mark per letter (G right place, Y wrong place, X not in the word)
+            and the number of guesses left.
+        """
+        if not self._started:
+            raise RuntimeError("no game is running: call reset() before guess()")
+        if self._done:
+            raise ValueError("the game is over: no guesses are left in this episode")
+        if not isinstance(guess, str) or not guess.strip("[] \n"):
+            raise ValueError(f"guess must be a word in square brackets, like [crane], got {guess!r}")
+        word = "[" + guess.strip().strip("[]").strip() + "]"  # brackets are what TextArena parses
+        action = import_textarena_env().TextArenaAction(message=word)
+        # A step is retried on the same session (a new session would lose the game).
+        result = self._call_server("step", lambda client: client.step(action), reconnect=False)
+        observation = getattr(result, "observation", result)
+        feedback = self._new_text(observation)
+        self._moves += 1
+        if INVALID_MOVE_MARK in feedback:
+            # TextArena pays partial credit even when a game ends on invalid moves: that is no win.
+            self._invalid_moves += 1
+            self._reward = 0.0
+        else:
+            self._reward = float(getattr(result, "reward", None) or 0.0)
+        self._done = bool(getattr(result, "done", False))
+        return feedback
+
+    def get_reward(self) -> float:
+        """The game's reward: exactly 1.0 for a solve, partial credit (below 1) otherwise."""
+        return self._reward
+
+    # Properties, not methods, so that TRL does not offer them to the model as tools.
+    @property
+    def moves(self) -> int:
+        return self._moves
+
+    @property
+    def invalid_moves(self) -> int:
+        return self._invalid_moves
+
+    def _new_text(self, observation) -> str:
+        text = observation_text(observation)
+        new = text[len(self._seen_text) :] if text.startswith(self._seen_text) else text
+        self._seen_text = text
+        return new.strip()
+
+    def _open_client(self):
+        textarena_env = import_textarena_env()
+        if self._env_url == "local":
+            from textarena_env.server.environment import TextArenaEnvironment
+
+            return TextArenaEnvironment("Wordle-v0")  # in-process: returns observations, not step results
+        client = textarena_env.TextArenaEnv(base_url=self._env_url)
+        # Current OpenEnv clients are async-first; .sync() gives the blocking client TRL's loop needs.
+        return client.sync() if hasattr(client, "sync") else client
+
+    def _call_server(self, what: str, call, reconnect: bool):
+        error = None
+        for attempt in range(SERVER_ATTEMPTS):
+            if attempt:
+                time.sleep(SERVER_BACKOFF_S * 2 ** (attempt - 1))
+            try:
+                if self._client is None:
+                    self._client = self._open_client()
+                result = call(self._client)
+            except ImportError:
+                raise
+            except Exception as exc:  # a dropped connection and a server at capacity look alike here
+                error = exc
+                if reconnect:
+                    self._close_client()
+                continue
+            if inspect.isawaitable(result):
+                result.close()
+                raise WordleServerError("the textarena_env client is async-only and has no .sync(): upgrade openenv")
+            return result
+        raise WordleServerError(
+            f"Wordle server {self._env_url}: {what} failed {SERVER_ATTEMPTS} times ({type(error).__name__}: {error})\n"
+            + SERVER_REMEDIES
+        ) from error
+
+    def _close_client(self) -> None:
+        client, self._client = self._client, None
+        close = getattr(client, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:
+                pass  # the session is gone either way
+
+    def __del__(self):
+        self._close_client()
+
+
+# Extra reward functions with weight 0: they change nothing in training, but TRL logs each one every
+# step as rewards/<name>/mean. Wordle's reward mixes wins with partial credit, so the solve rate and
+# the invalid-move rate are the figures to watch.
+def solved(environments, **kwargs) -> list[float]:
+    """1 for a rollout whose game was won (reward exactly 1.0), else 0."""
+    return [1.0 if environment.get_reward() == 1.0 else 0.0 for environment in environments]
+
+
+def invalid_moves(environments, **kwargs) -> list[float]:
+    """The fraction of a rollout's guesses that were invalid moves."""
+    rates = []
+    for environment in environments:
+        moves = getattr(environment, "moves", 0)
+        rates.append(getattr(environment, "invalid_moves", 0) / moves if moves else 0.0)
+    return rates
+
+
+def check_server_reachable(env_url: str, timeout_s: float = 5.0) -> None:
+    """A plain TCP connection to the server's port: fails in seconds, before anything is installed
+    or loaded, with the URL and the remedies in the message."""
+    if env_url == "local":
+        return
+    parsed = urllib.parse.urlparse(env_url)
+    if parsed.scheme not in ("http", "https", "ws", "wss") or not parsed.hostname:
+        raise WordleServerError(f"--env-url must be an http(s) URL or 'local', got {env_url!r}")
+    port = parsed.port or (443 if parsed.scheme in ("https", "wss") else 80)
+    try:
+        socket.create_connection((parsed.hostname, port), timeout=timeout_s).close()
+    except OSError as error:
+        raise WordleServerError(f"cannot reach the Wordle server at {env_url}: {error}\n{SERVER_REMEDIES}") from None
+
+
+def preflight(env_url: str, sessions: int, timeout_s: float = 60.0) -> float:
+    """Open and reset as many sessions as one generation batch holds, all at once, as training will.
+    Returns the seconds it took; raises WordleServerError (with the remedies) on any refusal."""
+    from concurrent.futures import ThreadPoolExecutor, wait
+
+    check_server_reachable(env_url)
+    import_textarena_env()  # a clear install message before any thread starts
+    started = time.perf_counter()
+    environments = [WordleEnv(env_url) for _ in range(sessions)]
+    pool = ThreadPoolExecutor(max_workers=min(sessions, 64))
+    futures = [pool.submit(environment.reset) for environment in environments]
+    finished, pending = wait(futures, timeout=timeout_s)
+    pool.shutdown(wait=False, cancel_futures=True)
+    failures = [future.exception() for future in finished if future.exception() is not None]
+    for environment in environments:
+        environment._close_client()
+    if pending or failures:
+        first = failures[0] if failures else f"no answer within {timeout_s:.0f} s"
+        raise WordleServerError(
+            f"preflight: {len(failures) + len(pending)} of {sessions} sessions at {env_url} failed "
+            f"(training needs {sessions} at once). First error: {first}\n{SERVER_REMEDIES}"
+        )
+    return time.perf_counter() - started
+
+
+# Hardware tiers. T1: one 24 GB GPU. Full fine-tuning in fp32 with AdamW needs about 16 bytes per
+# parameter (1.72e9 x 16 = 27.5 GB) before vLLM takes its share, so T1 trains LoRA adapters on a
+# bf16 model (README, "24 GB plan", has the arithmetic). T2: an 80 GB GPU, Qwen3-4B, LoRA as well.
+TIERS = {
+    "t1": {"model": "Qwen/Qwen3-1.7B", "lora_rank": 32, "learning_rate": 1e-5, "vllm_gpu_memory_utilization": 0.3},
+    "t2": {"model": "Qwen/Qwen3-4B", "lora_rank": 64, "learning_rate": 1e-5, "vllm_gpu_memory_utilization": 0.3},
+}
+
+
+def grpo_config(args, **overrides):
+    """The GRPOConfig of the reference configuration (SPEC), with the user's flags; `overrides` are
+    for the rehearsal and the memory benchmark, which change the scale but not the shape."""
+    from trl import GRPOConfig
+
+    settings = dict(
+        output_dir=args.output_dir,
+        learning_rate=args.learning_rate,
+        num_generations=args.num_generations,
+        per_device_train_batch_size=1,
+        gradient_accumulation_steps=32,  # 32 rollouts (8 prompts x 4) per optimizer step
+        max_completion_length=1024,  # bounds the whole episode: every turn and tool response
+        max_tool_calling_iterations=8,
+        chat_template_kwargs={"enable_thinking": False},
+        max_steps=args.max_steps,
+        logging_steps=1,
+        log_completions=True,
+        save_strategy="steps",  # a crash or Ctrl-C loses at most the steps since the last save
+        save_steps=args.save_steps,
+        save_total_limit=2,
+        report_to=args.report_to,
+        use_vllm=args.vllm_mode != "none",
+        vllm_mode=args.vllm_mode if args.vllm_mode != "none" else "colocate",
+        vllm_server_base_url=args.vllm_server_url,
+        vllm_gpu_memory_utilization=args.vllm_gpu_memory_utilization,
+        bf16=True,
+        model_init_kwargs={"dtype": "bfloat16"},  # TRL would otherwise load float32
+        gradient_checkpointing=True,
+        reward_weights=[0.0, 0.0],  # `solved` and `invalid_moves` are logged, not trained on
+    )
+    settings.update(overrides)
+    return GRPOConfig(**settings)
+
+
+def build_grpo_trainer(
+    config, model, train_dataset, environment_factory, *, processing_class=None, lora_rank=0, trainer_class=None
+):
+    """GRPOTrainer with an environment: the one builder that --full, --rehearse and the memory
+    benchmark share. The environment's get_reward() is the training reward (weight 1)."""
+    from trl import GRPOTrainer
+
+    peft_config = None
+    if lora_rank:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(
+            r=lora_rank, lora_alpha=2 * lora_rank, target_modules="all-linear", task_type="CAUSAL_LM"
+        )
+    return (trainer_class or GRPOTrainer)(
+        model=model,
+        args=config,
+        train_dataset=train_dataset,
+        reward_funcs=[solved, invalid_moves],
+        environment_factory=environment_factory,
+        processing_class=processing_class,
+        peft_config=peft_config,
+    )
+
+
+def resolve_tier(args) -> None:
+    """Fill the flags the user left unset from the chosen tier."""
+    for name, value in TIERS[args.tier].items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.output_dir is None:
+        args.output_dir = "wordle-grpo-" + args.model.split("/")[-1].lower()
+
+
+def last_checkpoint(output_dir: str) -> str | None:
+    """The newest checkpoint-<step> folder the trainer saved in output_dir, if any."""
+    steps = [
+        int(name.split("-")[1])
+        for name in (os.listdir(output_dir) if os.path.isdir(output_dir) else [])
+        if name.startswith("checkpoint-") and name.split("-")[1].isdigit()
+    ]
+    return os.path.join(output_dir, f"checkpoint-{max(steps)}") if steps else None
+
+
+def run_full(args) -> None:
+    resolve_tier(args)
+    checkpoint = last_checkpoint(args.output_dir)
+    if args.resume and checkpoint is None:
+        raise SystemExit(f"--resume: no checkpoint in {args.output_dir}; run without --resume to start")
+    if checkpoint and not args.resume:
+        raise SystemExit(
+            f"{args.output_dir} already holds {checkpoint}: pass --resume to continue it, or another --output-dir"
+        )
+
+    # Fail in seconds, before a model is loaded, if the server cannot hold a generation batch.
+    sessions = 1 * 32  # per_device_train_batch_size x gradient_accumulation_steps: rollouts in flight
+    seconds = preflight(args.env_url, sessions)
+    print(f"preflight: {sessions} Wordle sessions opened and reset at {args.env_url} in {seconds:.1f} s")
+
+    from datasets import Dataset
+
+    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": WORDLE_PROMPT}]}] * args.episodes)
+    config = grpo_config(args)
+    trainer = build_grpo_trainer(
+        config, args.model, dataset, functools.partial(WordleEnv, args.env_url), lora_rank=args.lora_rank
+    )
+    try:
+        trainer.train(resume_from_checkpoint=checkpoint if args.resume else None)
+    except KeyboardInterrupt:
+        last = last_checkpoint(args.output_dir) or "none yet"
+        raise SystemExit(f"interrupted; last checkpoint: {last}. Continue with --resume.") from None
+    trainer.save_model(args.output_dir)
+    print(f"trained model saved to {args.output_dir}")
+
+
+# =====================================================================================================
+# 7. The rehearsal: the --full code path on a CPU, offline, with a tiny model
+# =====================================================================================================
+# No GPU and no model hub: the rehearsal builds a tokenizer with the `tokenizers` library (carrying
+# TRL's own Qwen3 chat template) and a tiny Qwen3 with random weights, teaches it the tool-call format
+# with a short supervised pass, then runs GRPO steps against GuessEnv through the same builder as
+# --full. It checks on TRL's own batches that tool_mask is 0 exactly on the tokens TRL inserted after
+# each tool call and 1 on every token the model generated.
+
+QWEN3_SPECIAL_TOKENS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
+]
+TINY_QWEN3 = dict(
+    hidden_size=64,
+    num_hidden_layers=2,
+    intermediate_size=192,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    max_position_embeddings=1024,
+    tie_word_embeddings=True,
+)
+
+
+def qwen3_chat_template() -> str:
+    import trl
+
+    with open(os.path.join(os.path.dirname(trl.__file__), "chat_templates", "qwen3.jinja"), encoding="utf-8") as file:
+        return file.read()
+
+
+def guess_call_text(value) -> str:
+    """A tool call as Qwen3 writes it, closed by the end-of-turn token."""
+    return f'<tool_call>\n{{"name": "guess", "arguments": {{"value": {value}}}}}\n</tool_call><|im_end|>'
+
+
+@functools.lru_cache(maxsize=4)
+def training_chat_template(tokenizer) -> str:
+    """The template TRL renders with: for Qwen3, a prefix-preserving variant of the chat template,
+    so that earlier turns render the same whether or not a later message follows."""
+    from trl.chat_template_utils import get_training_chat_template
+
+    return get_training_chat_template(tokenizer) or tokenizer.chat_template
+
+
+def render_prompt_ids(tokenizer, prompt_text: str) -> list[int]:
+    """The prompt tokens exactly as TRL renders them: the tools' schema, the user turn, and the
+    generation prompt (with the empty think block of enable_thinking=False)."""
+    return tokenizer.apply_chat_template(
+        [{"role": "user", "content": prompt_text}],
+        chat_template=training_chat_template(tokenizer),
+        tools=[GuessEnv().guess],
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=False,
+        enable_thinking=False,
+    )
+
+
+def tool_response_ids(tokenizer, name: str, content: str) -> list[int]:
+    """The tokens that follow the model's end-of-turn after a tool call: the tool response in its
+    chat-template wrapping and the next assistant header. Rendered as the difference between a
+    conversation with and without the tool message (the same construction TRL uses)."""
+    call = [
+        {"role": "user", "content": "x"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": name, "arguments": {}}}],
+        },
+    ]
+    template = training_chat_template(tokenizer)
+    before = tokenizer.apply_chat_template(
+        call, chat_template=template, tokenize=True, return_dict=False, enable_thinking=False
+    )
+    after = tokenizer.apply_chat_template(
+        call + [{"role": "tool", "name": name, "content": content}],
+        chat_template=template,
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=False,
+        enable_thinking=False,
+    )
+    end = max(i for i, token in enumerate(before) if token == tokenizer.eos_token_id) + 1
+    if after[:end] != before[:end]:
+        raise ValueError("the chat template does not render earlier turns the same way: cannot cut the tool response")
+    return after[end:]
+
+
+def format_example(tokenizer, rng: random.Random) -> tuple[list[int], list[int]]:
+    """One warm-start example: an episode with uniformly random guesses (it teaches the call format,
+    not a strategy), as (token ids, loss weights): 1 on what the model writes, 0 on the rest."""
+    env = GuessEnv()
+    ids = render_prompt_ids(tokenizer, env.reset(seed=rng.randrange(10**9)))
+    weights = [0] * len(ids)
+    for _ in range(env.max_turns):
+        value = rng.randint(1, env.n)
+        call = tokenizer.encode(guess_call_text(value), add_special_tokens=False)
+        feedback = env.guess(value)
+        response = tool_response_ids(tokenizer, "guess", feedback)
+        ids, weights = ids + call + response, weights + [1] * len(call) + [0] * len(response)
+        if feedback == "correct":
+            break
+    closing = tokenizer.encode("Done.<|im_end|>", add_special_tokens=False)  # after the last response
+    return ids + closing, weights + [1] * len(closing)
+
+
+def build_tiny_tokenizer(seed: int = 0):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    template = qwen3_chat_template()
+    # Train byte-level BPE on rendered episodes, so the tool schema and the feedback words are cheap.
+    bootstrap = Tokenizer(models.BPE())
+    bootstrap.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bootstrap.decoder = decoders.ByteLevel()
+    wrapped = PreTrainedTokenizerFast(tokenizer_object=bootstrap)
+    wrapped.chat_template = template
+    rng, corpus = random.Random(seed), []
+    for _ in range(50):
+        env = GuessEnv()
+        messages = [{"role": "user", "content": env.reset(seed=rng.randrange(10**9))}]
+        for _ in range(env.max_turns):
+            value = rng.randint(1, env.n)
+            feedback = env.guess(value)
+            messages += [
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [{"type": "function", "function": {"name": "guess", "arguments": {"value": value}}}],
+                },
+                {"role": "tool", "name": "guess", "content": feedback},
+            ]
+            if feedback == "correct":
+                break
+        corpus.append(wrapped.apply_chat_template(messages, tools=[env.guess], tokenize=False, enable_thinking=False))
+    trainer = trainers.BpeTrainer(
+        vocab_size=512,
+        special_tokens=QWEN3_SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bootstrap.train_from_iterator(corpus, trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bootstrap,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        padding_side="left",
+        additional_special_tokens=QWEN3_SPECIAL_TOKENS[3:],
+    )
+    tokenizer.chat_template = template  # TRL recognises it and sets the Qwen3 response parser itself
+    return tokenizer
+
+
+def build_tiny_model(tokenizer, seed: int = 0, **shape):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(seed)
+    config = Qwen3Config(
+        vocab_size=len(tokenizer),
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        **{**TINY_QWEN3, **shape},
+    )
+    return Qwen3ForCausalLM(config)
+
+
+def warm_start(model, tokenizer, steps: int, batch: int = 16, lr: float = 3e-3, seed: int = 0) -> float:
+    """Supervised pass on the exact token sequences TRL generates from; loss only where weight is 1.
+    Returns the final loss."""
+    rng = random.Random(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    for _ in range(steps):
+        examples = [format_example(tokenizer, rng) for _ in range(batch)]
+        width = max(len(ids) for ids, _ in examples)
+        ids = torch.full((batch, width), tokenizer.pad_token_id)
+        weights = torch.zeros(batch, width)
+        for row, (example_ids, example_weights) in enumerate(examples):
+            ids[row, : len(example_ids)] = torch.tensor(example_ids)
+            weights[row, : len(example_weights)] = torch.tensor(example_weights, dtype=torch.float)
+        logits = model(input_ids=ids).logits  # right padding: pads come after the text, and weigh 0
+        token_loss = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
+        loss = (token_loss * weights[:, 1:]).sum() / weights[:, 1:].sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return loss.item()
+
+
+def expected_tool_mask(prompt: list[int], completion: list[int], turns: list[tuple[list[int], list[int]]]):
+    """Rebuild, from the recorded generation turns alone, which completion tokens the model generated
+    (1) and which were inserted after a tool call (0). Returns None if the turns do not explain the
+    completion."""
+    full, mask = prompt + completion, []
+    while len(prompt) + len(mask) < len(full):
+        position = len(prompt) + len(mask)
+        # The turn that continued this sequence: its input is what came before, plus inserted tokens.
+        match = next(
+            (
+                (inp, out)
+                for inp, out in turns
+                if len(inp) >= position
+                and inp[:position] == full[:position]
+                and out
+                and full[len(inp) : len(inp) + len(out)] == out
+            ),
+            None,
+        )
+        if match is None:
+            return None
+        inserted = len(match[0]) - position
+        mask += [0] * inserted + [1] * len(match[1])
+    return mask if len(mask) == len(completion) else None
+
+
+def check_tool_mask_on_batch(batch: dict, turns) -> tuple[int, int]:
+    """Compare TRL's tool_mask with the mask rebuilt from the recorded turns, on every rollout.
+    Returns (masked tokens, trained tokens); raises SmokeFailure on any disagreement."""
+    masked = trained = 0
+    for row in range(batch["completion_ids"].shape[0]):
+        prompt = batch["prompt_ids"][row][batch["prompt_mask"][row].bool()].tolist()
+        length = int(batch["completion_mask"][row].sum())
+        completion = batch["completion_ids"][row][:length].tolist()
+        expected = expected_tool_mask(prompt, completion, turns)
+        check(expected is not None, f"rollout {row}: the recorded generation turns do not explain its completion")
+        actual = batch["tool_mask"][row][:length].tolist()
+        check(
+            actual == expected,
+            f"rollout {row}: tool_mask {actual} differs from the generated/inserted split {expected}",
+        )
+        masked += expected.count(0)
+        trained += expected.count(1)
+    return masked, trained
+
+
+def recording_trainer_class():
+    from trl import GRPOTrainer
+
+    class RecordingGRPOTrainer(GRPOTrainer):
+        """GRPOTrainer that records each generation turn (input ids, generated ids), so that the
+        rehearsal can check TRL's tool_mask on TRL's own batch."""
+
+        def _generate_single_turn(self, prompt_ids, *args, **kwargs):
+            completion_ids, logprobs = super()._generate_single_turn(prompt_ids, *args, **kwargs)
+            self.generated_turns.extend(zip(prompt_ids, completion_ids, strict=True))
+            return completion_ids, logprobs
+
+        def _generate_and_score_completions(self, inputs):
+            self.generated_turns = []
+            batch = super()._generate_and_score_completions(inputs)
+            self.mask_counts.append(check_tool_mask_on_batch(batch, self.generated_turns))
+            return batch
+
+    return RecordingGRPOTrainer
+
+
+def run_rehearse(args) -> None:
+    started = time.perf_counter()
+    torch.set_num_threads(1)  # tiny matrices: a second thread costs more than it saves (measured)
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from datasets import Dataset
+
+    tokenizer = build_tiny_tokenizer(args.seed)
+    model = build_tiny_model(tokenizer, args.seed)
+    loss = warm_start(model, tokenizer, steps=args.warm_start_steps, seed=args.seed)
+    print(f"warm start: {args.warm_start_steps} steps on random-guess episodes, final loss {loss:.3f}")
+
+    # Each dataset row is one prompt; its `seed` column reaches GuessEnv.reset(**row), so the G
+    # rollouts of a row share one hidden number, as GRPO needs.
+    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": ""}], "seed": i} for i in range(64)])
+    rehearsal_args = argparse.Namespace(
+        **{
+            **vars(args),
+            "max_steps": args.rehearse_steps,
+            "save_steps": 1000,
+            "report_to": "none",
+            "vllm_mode": "none",
+            "vllm_server_url": None,
+            "vllm_gpu_memory_utilization": 0.3,
+            "learning_rate": 1e-4,
+            "num_generations": 4,
+            "output_dir": args.output_dir or "rehearsal-output",
+        }
+    )
+    config = grpo_config(
+        rehearsal_args,
+        use_cpu=True,
+        bf16=False,
+        model_init_kwargs=None,
+        gradient_checkpointing=False,
+        per_device_train_batch_size=8,
+        gradient_accumulation_steps=1,
+        max_completion_length=192,
+        log_completions=False,
+        save_strategy="no",
+        disable_tqdm=True,
+        seed=args.seed,
+    )
+    trainer = build_grpo_trainer(
+        config, model, dataset, GuessEnv, processing_class=tokenizer, trainer_class=recording_trainer_class()
+    )
+    trainer.mask_counts = []
+    trainer.train()
+
+    history = [entry for entry in trainer.state.log_history if "tools/call_frequency" in entry]
+    rollouts_per_step = config.per_device_train_batch_size * config.gradient_accumulation_steps
+    tool_calls = sum(entry["tools/call_frequency"] for entry in history) * rollouts_per_step  # it is per rollout
+    masked = sum(m for m, _ in trainer.mask_counts)
+    trained = sum(t for _, t in trainer.mask_counts)
+    check(
+        trainer.state.global_step == args.rehearse_steps,
+        f"ran {trainer.state.global_step} GRPO steps, not {args.rehearse_steps}",
+    )
+    check(tool_calls > 0, "the model made no tool call TRL could parse: the warm start did not teach the format")
+    check(masked > 0, "no token was masked: no tool response reached the completions")
+    rewards = [round(entry.get("rewards/GuessEnv/mean", float("nan")), 3) for entry in history]
+    print(
+        f"grpo: {trainer.state.global_step} steps, reward per step {rewards}, {time.perf_counter() - started:.0f} s in all"
+    )
+    print(
+        f"rehearsal ok: steps={trainer.state.global_step} tool_calls={tool_calls:.0f} masked_tokens={masked} trained_tokens={trained}"
+    )
+
+
+# =====================================================================================================
 # Command line: every hyperparameter in one place
 # =====================================================================================================
 
@@ -503,6 +1193,20 @@ def build_parser() -> argparse.ArgumentParser:
         const="smoke",
         help="tabular GRPO on the number-guessing game, on a CPU in seconds, with checks (default)",
     )
+    modes.add_argument(
+        "--full",
+        dest="mode",
+        action="store_const",
+        const="full",
+        help="train Qwen3 with TRL's GRPOTrainer against OpenEnv Wordle (GPU, requirements-full.txt)",
+    )
+    modes.add_argument(
+        "--rehearse",
+        dest="mode",
+        action="store_const",
+        const="rehearse",
+        help="the --full code path on a CPU, offline: tiny Qwen3, GuessEnv, TRL's tool loop, checks",
+    )
     parser.set_defaults(mode="smoke")
 
     smoke = parser.add_argument_group("--smoke: the tabular lab")
@@ -515,6 +1219,44 @@ def build_parser() -> argparse.ArgumentParser:
     smoke.add_argument("--lr", type=positive_float, default=0.25, help="Adam learning rate for the logit table")
     smoke.add_argument("--eval-episodes", type=int_at_least(100), default=2000, help="episodes to measure success on")
     smoke.add_argument("--plot", metavar="PATH", help="write the learning curve as a PNG (needs matplotlib)")
+
+    full = parser.add_argument_group("--full: TRL GRPOTrainer on OpenEnv Wordle (unset values come from --tier)")
+    full.add_argument(
+        "--tier",
+        choices=sorted(TIERS),
+        default="t1",
+        help="t1: Qwen3-1.7B + LoRA on one 24 GB GPU; t2: Qwen3-4B + LoRA on 80 GB",
+    )
+    full.add_argument("--model", help="model id or path (tier default)")
+    full.add_argument("--env-url", default=WORDLE_URL, help="OpenEnv Wordle server URL, or 'local' to play in-process")
+    full.add_argument("--episodes", type=int_at_least(1), default=1000, help="dataset size: prompts to train on")
+    full.add_argument("--output-dir", help="checkpoints and the final model (default wordle-grpo-<model>)")
+    full.add_argument("--num-generations", type=int_at_least(2), default=4, help="G: rollouts per prompt")
+    full.add_argument("--learning-rate", type=positive_float, help="learning rate (tier default)")
+    full.add_argument("--lora-rank", type=int_at_least(0), help="LoRA rank; 0 = full fine-tuning (tier default)")
+    full.add_argument("--max-steps", type=int, default=-1, help="optimizer steps; -1 = one pass over the episodes")
+    full.add_argument("--save-steps", type=int_at_least(1), default=10, help="checkpoint every this many steps")
+    full.add_argument(
+        "--vllm-mode",
+        choices=["colocate", "server", "none"],
+        default="colocate",
+        help="colocate: vLLM shares the GPU; server: `trl vllm-serve` elsewhere; none: transformers generate",
+    )
+    full.add_argument("--vllm-server-url", help="with --vllm-mode server: the vLLM server, e.g. http://10.0.0.2:8000")
+    full.add_argument(
+        "--vllm-gpu-memory-utilization", type=positive_float, help="colocate: vLLM's share of the GPU (tier default)"
+    )
+    full.add_argument(
+        "--report-to",
+        choices=["none", "trackio", "wandb", "tensorboard"],
+        default="none",
+        help="where TRL sends its metrics",
+    )
+    full.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
+
+    rehearse = parser.add_argument_group("--rehearse: the --full path offline on a CPU")
+    rehearse.add_argument("--warm-start-steps", type=int_at_least(1), default=150, help="supervised format steps")
+    rehearse.add_argument("--rehearse-steps", type=int_at_least(1), default=4, help="GRPO steps through TRL")
     return parser
 
 
@@ -526,10 +1268,14 @@ def main(argv: list[str] | None = None) -> int:
             import matplotlib  # noqa: F401  (only --plot needs it)
         except ImportError:
             parser.error("--plot needs matplotlib, which is not installed: pip install matplotlib")
+    if args.mode == "full" and args.vllm_mode == "server" and not args.vllm_server_url:
+        parser.error("--vllm-mode server needs --vllm-server-url (the address `trl vllm-serve` listens on)")
+    if args.mode == "full" and args.vllm_gpu_memory_utilization is not None and args.vllm_gpu_memory_utilization >= 1:
+        parser.error("--vllm-gpu-memory-utilization must be a fraction below 1")
     try:
-        run_smoke(args)
-    except SmokeFailure as failure:
-        print(f"smoke FAILED: {failure}", file=sys.stderr)
+        {"smoke": run_smoke, "full": run_full, "rehearse": run_rehearse}[args.mode](args)
+    except (SmokeFailure, WordleServerError, ImportError) as failure:
+        print(f"{args.mode} FAILED: {failure}", file=sys.stderr)
         return 1
     return 0
 
