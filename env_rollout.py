@@ -26,6 +26,7 @@ import os
 import random
 import socket
 import sys
+import tempfile
 import time
 import urllib.parse
 from typing import NamedTuple
@@ -1024,22 +1025,23 @@ def expected_tool_mask(prompt: list[int], completion: list[int], turns: list[tup
     full, mask = prompt + completion, []
     while len(prompt) + len(mask) < len(full):
         position = len(prompt) + len(mask)
-        # The turn that continued this sequence: its input is what came before, plus inserted tokens.
+        # The turn that continued this sequence: its input is what came before plus the inserted
+        # tokens, and its output follows (cut short if TRL truncated the episode at the length budget).
         match = next(
             (
                 (inp, out)
                 for inp, out in turns
                 if len(inp) >= position
-                and inp[:position] == full[:position]
+                and full[: len(inp)] == inp
                 and out
-                and full[len(inp) : len(inp) + len(out)] == out
+                and full[len(inp) : len(inp) + len(out)] == out[: len(full) - len(inp)]
             ),
             None,
         )
         if match is None:
             return None
         inserted = len(match[0]) - position
-        mask += [0] * inserted + [1] * len(match[1])
+        mask += [0] * inserted + [1] * min(len(match[1]), len(full) - len(match[0]))
     return mask if len(mask) == len(completion) else None
 
 
@@ -1084,6 +1086,36 @@ def recording_trainer_class():
     return RecordingGRPOTrainer
 
 
+def rehearsal_config(output_dir: str, steps: int, seed: int, **overrides):
+    """The --full configuration (grpo_config), scaled down for a CPU: 2 prompts x 4 rollouts a step,
+    transformers generation, short episodes, nothing saved or reported."""
+    scale = argparse.Namespace(
+        output_dir=output_dir,
+        learning_rate=1e-4,
+        num_generations=4,
+        max_steps=steps,
+        save_steps=1000,
+        report_to="none",
+        vllm_mode="none",
+        vllm_server_url=None,
+        vllm_gpu_memory_utilization=0.3,
+    )
+    cpu = dict(
+        use_cpu=True,
+        bf16=False,
+        model_init_kwargs=None,
+        gradient_checkpointing=False,
+        per_device_train_batch_size=8,
+        gradient_accumulation_steps=1,
+        max_completion_length=192,
+        log_completions=False,
+        save_strategy="no",
+        disable_tqdm=True,
+        seed=seed,
+    )
+    return grpo_config(scale, **{**cpu, **overrides})
+
+
 def run_rehearse(args) -> None:
     started = time.perf_counter()
     torch.set_num_threads(1)  # tiny matrices: a second thread costs more than it saves (measured)
@@ -1098,39 +1130,13 @@ def run_rehearse(args) -> None:
     # Each dataset row is one prompt; its `seed` column reaches GuessEnv.reset(**row), so the G
     # rollouts of a row share one hidden number, as GRPO needs.
     dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": ""}], "seed": i} for i in range(64)])
-    rehearsal_args = argparse.Namespace(
-        **{
-            **vars(args),
-            "max_steps": args.rehearse_steps,
-            "save_steps": 1000,
-            "report_to": "none",
-            "vllm_mode": "none",
-            "vllm_server_url": None,
-            "vllm_gpu_memory_utilization": 0.3,
-            "learning_rate": 1e-4,
-            "num_generations": 4,
-            "output_dir": args.output_dir or "rehearsal-output",
-        }
-    )
-    config = grpo_config(
-        rehearsal_args,
-        use_cpu=True,
-        bf16=False,
-        model_init_kwargs=None,
-        gradient_checkpointing=False,
-        per_device_train_batch_size=8,
-        gradient_accumulation_steps=1,
-        max_completion_length=192,
-        log_completions=False,
-        save_strategy="no",
-        disable_tqdm=True,
-        seed=args.seed,
-    )
-    trainer = build_grpo_trainer(
-        config, model, dataset, GuessEnv, processing_class=tokenizer, trainer_class=recording_trainer_class()
-    )
-    trainer.mask_counts = []
-    trainer.train()
+    with tempfile.TemporaryDirectory(prefix="rehearsal-") as output_dir:
+        config = rehearsal_config(output_dir, args.rehearse_steps, args.seed)
+        trainer = build_grpo_trainer(
+            config, model, dataset, GuessEnv, processing_class=tokenizer, trainer_class=recording_trainer_class()
+        )
+        trainer.mask_counts = []
+        trainer.train()
 
     history = [entry for entry in trainer.state.log_history if "tools/call_frequency" in entry]
     rollouts_per_step = config.per_device_train_batch_size * config.gradient_accumulation_steps
@@ -1141,6 +1147,7 @@ def run_rehearse(args) -> None:
         trainer.state.global_step == args.rehearse_steps,
         f"ran {trainer.state.global_step} GRPO steps, not {args.rehearse_steps}",
     )
+    check(len(trainer.mask_counts) >= args.rehearse_steps, "the tool_mask check did not run on every batch")
     check(tool_calls > 0, "the model made no tool call TRL could parse: the warm start did not teach the format")
     check(masked > 0, "no token was masked: no tool response reached the completions")
     rewards = [round(entry.get("rewards/GuessEnv/mean", float("nan")), 3) for entry in history]
