@@ -1,7 +1,9 @@
 # One command each; every target installs what it needs into ./.venv on first use.
 #   make smoke   run the tabular lab (--smoke)
 #   make test    run the test suite
+#   make rehearse  run the --full code path offline on a CPU (tiny model)
 #   make bench   print the learning and speed figures
+#   make bench-gpu  peak GPU memory of tier t1 (on a CUDA machine)
 #   make lint    ruff
 #   make clean   remove the virtual environment and generated files
 PYTHON ?= python3
@@ -9,7 +11,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
 
-.PHONY: smoke test bench lint clean
+.PHONY: smoke test rehearse bench bench-gpu lint clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +34,14 @@ smoke: $(VENV)/.smoke
 test: $(VENV)/.test
 	$(PY) -m pytest -q tests
 
+rehearse: $(VENV)/.test
+	$(PY) env_rollout.py --rehearse
+
 bench: $(VENV)/.smoke
 	$(PY) bench/smoke_bench.py
+
+bench-gpu: $(VENV)/.test
+	$(PY) bench/gpu_memory.py
 
 lint: $(VENV)/.lint
 	$(VENV)/bin/ruff check .

@@ -985,12 +985,9 @@ def build_tiny_model(tokenizer, seed: int = 0, **shape):
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(seed)
+    shape = {"vocab_size": len(tokenizer), **TINY_QWEN3, **shape}  # a real shape can be passed instead
     config = Qwen3Config(
-        vocab_size=len(tokenizer),
-        bos_token_id=None,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        **{**TINY_QWEN3, **shape},
+        bos_token_id=None, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, **shape
     )
     return Qwen3ForCausalLM(config)
 
