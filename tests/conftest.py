@@ -1,3 +1,4 @@
+import inspect
 import os
 import subprocess
 import sys
@@ -24,3 +25,12 @@ def run_script(*args: str, timeout: float = 300, env: dict | None = None) -> sub
 def smoke_run() -> subprocess.CompletedProcess:
     """One default `--smoke` run, shared by the tests that read its output."""
     return run_script("--smoke")
+
+
+def tool_names(environment_class) -> list[str]:
+    """The methods TRL offers the model as tools: public functions other than reset and get_reward."""
+    return [
+        name
+        for name, _ in inspect.getmembers(environment_class, predicate=inspect.isfunction)
+        if name not in ("reset", "get_reward") and not name.startswith("_")
+    ]

@@ -3,6 +3,7 @@
 import inspect
 
 import pytest
+from conftest import tool_names
 
 from env_rollout import GuessEnv, success_optimum, success_random
 
@@ -102,12 +103,7 @@ def test_same_seed_same_target_across_instances_and_resets():
 
 def test_only_guess_becomes_a_tool():
     # TRL lists the class's public functions other than reset and get_reward as tools.
-    tools = [
-        name
-        for name, _ in inspect.getmembers(GuessEnv, predicate=inspect.isfunction)
-        if name not in ("reset", "get_reward") and not name.startswith("_")
-    ]
-    assert tools == ["guess"]
+    assert tool_names(GuessEnv) == ["guess"]
     doc = inspect.getdoc(GuessEnv.guess)
     assert "Args:" in doc and "value:" in doc
     assert inspect.signature(GuessEnv.guess).parameters["value"].annotation is int

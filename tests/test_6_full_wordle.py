@@ -8,7 +8,7 @@ import time
 
 import pytest
 import textarena_double
-from conftest import ROOT, run_script
+from conftest import ROOT, run_script, tool_names
 
 import env_rollout
 from env_rollout import WordleEnv, WordleServerError, invalid_moves, preflight, solved
@@ -29,12 +29,7 @@ def test_module_import_does_not_import_the_client():
 
 
 def test_only_guess_is_a_tool():
-    tools = [
-        name
-        for name, _ in inspect.getmembers(WordleEnv, predicate=inspect.isfunction)
-        if name not in ("reset", "get_reward") and not name.startswith("_")
-    ]
-    assert tools == ["guess"]
+    assert tool_names(WordleEnv) == ["guess"]
     assert "Args:" in inspect.getdoc(WordleEnv.guess) and "square brackets" in inspect.getdoc(WordleEnv.guess)
 
 
