@@ -31,6 +31,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="timed runs of each command")
     options = parser.parse_args()
 
+    import torch
+
+    torch.set_num_threads(1)  # as --smoke does
     print(f"learning over seeds 0..{options.seeds - 1} (default hyperparameters, 2000 evaluation episodes each)")
     afters, befores, train_seconds = [], [], []
     for seed in range(options.seeds):
@@ -59,8 +62,6 @@ def main() -> None:
     print(f"  `python -c 'import torch'`:           {statistics.median(torch_import):.2f} s")
     print(f"  bare interpreter start:               {statistics.median(bare):.2f} s")
     print(f"  smoke beyond importing torch:         {statistics.median(smoke) - statistics.median(torch_import):.2f} s")
-    import torch
-
     print(f"  (torch {torch.__version__}, python {sys.version.split()[0]}, {os.cpu_count()} cores)")
 
 
