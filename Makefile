@@ -48,4 +48,4 @@ lint: $(VENV)/.lint
 	$(VENV)/bin/ruff format --check .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache __pycache__ */__pycache__ *.png
+	rm -rf $(VENV) .pytest_cache .ruff_cache __pycache__ */__pycache__ *.png rehearsal-*/

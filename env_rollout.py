@@ -220,12 +220,12 @@ class TraceEntry(NamedTuple):
     role: str  # "user" (the prompt), "assistant" (a tool call) or "tool" (a tool response)
     text: str
     weight: int  # loss weight: 1 = trained, 0 = masked
+    belief: tuple[int, int] | None = None  # for a tool call: the state the policy chose in
+    guess: int | None = None  # for a tool call: what it chose
 
 
 class Episode(NamedTuple):
     trace: list[TraceEntry]
-    beliefs: list[tuple[int, int]]  # the belief state before each guess
-    guesses: list[int]  # the policy's guesses, one per weight-1 trace entry
     reward: float
 
 
@@ -237,18 +237,19 @@ def play_episode(env: GuessEnv, choose_guess, **reset_kwargs) -> Episode:
     """
     prompt = env.reset(**reset_kwargs)
     trace = [TraceEntry("user", prompt, 0)]
-    belief, beliefs, guesses = (1, env.n), [], []
+    belief = (1, env.n)
     for _ in range(env.max_turns):
         guess = choose_guess(belief)
         feedback = env.guess(guess)
-        trace.append(TraceEntry("assistant", f"guess(value={guess})", 1))
+        trace.append(TraceEntry("assistant", f"guess(value={guess})", 1, belief, guess))
         trace.append(TraceEntry("tool", feedback, 0))
-        beliefs.append(belief)
-        guesses.append(guess)
         if feedback == "correct":
             break
         belief = update_belief(belief, guess, feedback)
-    return Episode(trace, beliefs, guesses, env.get_reward())
+    return Episode(trace, env.get_reward())
+
+
+EVAL_FIRST_SEED = 1_000_000  # evaluation uses seeds from here on; training draws its seeds below it
 
 
 def success_rate(env: GuessEnv, choose_guess, episodes: int, first_seed: int) -> float:
@@ -273,15 +274,18 @@ def group_advantages(rewards: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
 
 
 def episode_log_probs(logits: torch.Tensor, states: dict, episodes: list[Episode]) -> torch.Tensor:
-    """Summed log-probability of each episode's guesses: only the weight-1 (policy) entries count."""
-    rows, columns, owners = [], [], []
+    """Summed log-probability of each episode's trace, weighted by the trace's loss weights: the
+    masked entries (prompt, tool responses) contribute nothing, exactly as tool_mask does in TRL."""
+    rows, columns, owners, weights = [], [], [], []
     for index, episode in enumerate(episodes):
-        for belief, guess in zip(episode.beliefs, episode.guesses, strict=True):
-            rows.append(states[belief])
-            columns.append(guess - 1)
-            owners.append(index)
+        for entry in episode.trace:
+            if entry.weight:  # only a choice the policy made can carry weight
+                rows.append(states[entry.belief])
+                columns.append(entry.guess - 1)
+                owners.append(index)
+                weights.append(float(entry.weight))
     log_probs = torch.log_softmax(logits + legal_guess_mask(states, logits.shape[1]), dim=-1)[rows, columns]
-    return torch.zeros(len(episodes)).index_add(0, torch.tensor(owners), log_probs)
+    return torch.zeros(len(episodes)).index_add(0, torch.tensor(owners), torch.tensor(weights) * log_probs)
 
 
 def train_tabular_grpo(args) -> dict:
@@ -329,7 +333,6 @@ def train_tabular_grpo(args) -> dict:
 # 5. The smoke run: checks that the loop works and that learning really happens
 # =====================================================================================================
 
-EVAL_FIRST_SEED = 1_000_000  # evaluation seeds, held out from training (training seeds are random)
 LEARNED_FRACTION_OF_OPTIMUM = 0.97  # after training, success must reach 97 % of the optimum
 
 
@@ -486,8 +489,11 @@ WORDLE_PROMPT = (
     "Y = in the word but in another place, X = not in the word.\n\n"
 )
 INVALID_MOVE_MARK = "You attempted an invalid move"  # TextArena's text for a malformed or unknown guess
-SERVER_ATTEMPTS = 3  # tries per server call; a refused or dropped connection is retried with backoff
+SERVER_ATTEMPTS = 3  # tries to open a session; a refused or dropped connection is retried with backoff
 SERVER_BACKOFF_S = 0.5  # first wait between tries, doubled each time
+# Errors that mean "this code and this client do not fit", not "the network or server is busy":
+# they are raised at once, never retried, and never blamed on the server.
+NOT_TRANSIENT = (TypeError, AttributeError, NameError, ImportError, NotImplementedError)
 SERVER_REMEDIES = (
     "Remedies: the hosted Space serves only a few sessions at once, and training holds one per rollout.\n"
     "  - duplicate the Space (openenv/wordle) into your own account and pass its URL with --env-url;\n"
@@ -541,7 +547,8 @@ class WordleEnv:
     def reset(self, **kwargs) -> str:
         """Start a new game on this instance's session; return the game's opening text.
         Dataset columns arrive as keywords and are ignored."""
-        result = self._call_server("reset", lambda client: client.reset(), reconnect=True)
+        self._started = False  # until the server has answered
+        result = self._reset_with_retries()
         observation = getattr(result, "observation", result)
         self._seen_text = ""
         self._started, self._done, self._reward = True, False, 0.0
@@ -566,8 +573,17 @@ class WordleEnv:
             raise ValueError(f"guess must be a word in square brackets, like [crane], got {guess!r}")
         word = "[" + guess.strip().strip("[]").strip() + "]"  # brackets are what TextArena parses
         action = import_textarena_env().TextArenaAction(message=word)
-        # A step is retried on the same session (a new session would lose the game).
-        result = self._call_server("step", lambda client: client.step(action), reconnect=False)
+        try:
+            # Not retried: a step that reached the server before the connection dropped would be
+            # played twice, and a new session would lose the game. This episode ends instead.
+            result = self._client.step(action)
+        except NOT_TRANSIENT:
+            raise
+        except Exception as error:
+            self._done, self._reward = True, 0.0
+            self._close_client()  # the next reset() opens a fresh session
+            print(f"WordleEnv: a guess failed at {self._env_url} ({type(error).__name__}: {error})", file=sys.stderr)
+            raise ValueError("the game server stopped answering: this game is over") from None
         observation = getattr(result, "observation", result)
         feedback = self._new_text(observation)
         self._moves += 1
@@ -609,7 +625,7 @@ class WordleEnv:
         # Current OpenEnv clients are async-first; .sync() gives the blocking client TRL's loop needs.
         return client.sync() if hasattr(client, "sync") else client
 
-    def _call_server(self, what: str, call, reconnect: bool):
+    def _reset_with_retries(self):
         error = None
         for attempt in range(SERVER_ATTEMPTS):
             if attempt:
@@ -617,20 +633,24 @@ class WordleEnv:
             try:
                 if self._client is None:
                     self._client = self._open_client()
-                result = call(self._client)
-            except ImportError:
+                result = self._client.reset()
+            except NOT_TRANSIENT:
                 raise
             except Exception as exc:  # a dropped connection and a server at capacity look alike here
                 error = exc
-                if reconnect:
-                    self._close_client()
+                self._close_client()  # one client per instance: the failed one is closed, not leaked
                 continue
             if inspect.isawaitable(result):
                 result.close()
-                raise WordleServerError("the textarena_env client is async-only and has no .sync(): upgrade openenv")
+                raise TypeError("this textarena_env client is async-only and has no .sync(): upgrade openenv")
             return result
+        if self._env_url == "local":
+            raise WordleServerError(
+                f"the in-process Wordle game failed ({type(error).__name__}: {error}); it needs the `textarena` "
+                "package and its NLTK word lists, downloaded on first use"
+            ) from error
         raise WordleServerError(
-            f"Wordle server {self._env_url}: {what} failed {SERVER_ATTEMPTS} times ({type(error).__name__}: {error})\n"
+            f"Wordle server {self._env_url}: reset failed {SERVER_ATTEMPTS} times ({type(error).__name__}: {error})\n"
             + SERVER_REMEDIES
         ) from error
 
@@ -650,12 +670,12 @@ class WordleEnv:
 # Extra reward functions with weight 0: they change nothing in training, but TRL logs each one every
 # step as rewards/<name>/mean. Wordle's reward mixes wins with partial credit, so the solve rate and
 # the invalid-move rate are the figures to watch.
-def solved(environments, **kwargs) -> list[float]:
+def solve_rate(environments, **kwargs) -> list[float]:
     """1 for a rollout whose game was won (reward exactly 1.0), else 0."""
     return [1.0 if environment.get_reward() == 1.0 else 0.0 for environment in environments]
 
 
-def invalid_moves(environments, **kwargs) -> list[float]:
+def invalid_move_rate(environments, **kwargs) -> list[float]:
     """The fraction of a rollout's guesses that were invalid moves."""
     rates = []
     for environment in environments:
@@ -728,6 +748,7 @@ def grpo_config(args, **overrides):
         max_tool_calling_iterations=8,
         chat_template_kwargs={"enable_thinking": False},
         max_steps=args.max_steps,
+        num_train_epochs=1,  # with max_steps=-1: one pass over the episodes
         logging_steps=1,
         log_completions=True,
         save_strategy="steps",  # a crash or Ctrl-C loses at most the steps since the last save
@@ -738,10 +759,12 @@ def grpo_config(args, **overrides):
         vllm_mode=args.vllm_mode if args.vllm_mode != "none" else "colocate",
         vllm_server_base_url=args.vllm_server_url,
         vllm_gpu_memory_utilization=args.vllm_gpu_memory_utilization,
+        # Qwen3's own context is 40960 tokens; its KV cache alone would not fit vLLM's 30 % of 24 GB.
+        vllm_max_model_length=2048,  # the prompt (about 400 tokens) plus the 1024-token episode
         bf16=True,
         model_init_kwargs={"dtype": "bfloat16"},  # TRL would otherwise load float32
         gradient_checkpointing=True,
-        reward_weights=[0.0, 0.0],  # `solved` and `invalid_moves` are logged, not trained on
+        reward_weights=[0.0, 0.0],  # `solve_rate` and `invalid_move_rate` are logged, not trained on
     )
     settings.update(overrides)
     return GRPOConfig(**settings)
@@ -765,7 +788,7 @@ def build_grpo_trainer(
         model=model,
         args=config,
         train_dataset=train_dataset,
-        reward_funcs=[solved, invalid_moves],
+        reward_funcs=[solve_rate, invalid_move_rate],
         environment_factory=environment_factory,
         processing_class=processing_class,
         peft_config=peft_config,
@@ -801,15 +824,17 @@ def run_full(args) -> None:
             f"{args.output_dir} already holds {checkpoint}: pass --resume to continue it, or another --output-dir"
         )
 
-    # Fail in seconds, before a model is loaded, if the server cannot hold a generation batch.
-    sessions = 1 * 32  # per_device_train_batch_size x gradient_accumulation_steps: rollouts in flight
+    # Fail in seconds, before a model is loaded, if the server cannot hold a generation batch: first a
+    # bare connection (before TRL is even imported), then every session this process will hold at once.
+    check_server_reachable(args.env_url)
+    config = grpo_config(args)
+    sessions = config.per_device_train_batch_size * config.steps_per_generation  # rollouts in flight here
     seconds = preflight(args.env_url, sessions)
     print(f"preflight: {sessions} Wordle sessions opened and reset at {args.env_url} in {seconds:.1f} s")
 
     from datasets import Dataset
 
     dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": WORDLE_PROMPT}]}] * args.episodes)
-    config = grpo_config(args)
     trainer = build_grpo_trainer(
         config, args.model, dataset, functools.partial(WordleEnv, args.env_url), lora_rank=args.lora_rank
     )
@@ -819,7 +844,8 @@ def run_full(args) -> None:
         last = last_checkpoint(args.output_dir) or "none yet"
         raise SystemExit(f"interrupted; last checkpoint: {last}. Continue with --resume.") from None
     trainer.save_model(args.output_dir)
-    print(f"trained model saved to {args.output_dir}")
+    what = "LoRA adapter (merge with peft's merge_and_unload)" if args.lora_rank else "model"
+    print(f"trained {what} saved to {args.output_dir}")
 
 
 # =====================================================================================================
@@ -1187,6 +1213,37 @@ def positive_float(text: str) -> float:
     return value
 
 
+def steps_or_all(text: str) -> int:
+    value = int_at_least(-1)(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be a whole number >= 1, or -1 for one pass over the episodes")
+    return value
+
+
+# Which flags belong to which mode: a flag given to another mode is refused, not silently ignored.
+MODE_FLAGS = {
+    "smoke": ["n", "max_turns", "iterations", "prompts", "group", "lr", "eval_episodes", "plot"],
+    "full": [
+        "tier",
+        "model",
+        "env_url",
+        "episodes",
+        "output_dir",
+        "num_generations",
+        "learning_rate",
+        "lora_rank",
+        "max_steps",
+        "save_steps",
+        "vllm_mode",
+        "vllm_server_url",
+        "vllm_gpu_memory_utilization",
+        "report_to",
+        "resume",
+    ],
+    "rehearse": ["warm_start_steps", "rehearse_steps"],
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Agentic RL in one file: a tool environment, GRPO, observation masking.",
@@ -1241,7 +1298,9 @@ def build_parser() -> argparse.ArgumentParser:
     full.add_argument("--num-generations", type=int_at_least(2), default=4, help="G: rollouts per prompt")
     full.add_argument("--learning-rate", type=positive_float, help="learning rate (tier default)")
     full.add_argument("--lora-rank", type=int_at_least(0), help="LoRA rank; 0 = full fine-tuning (tier default)")
-    full.add_argument("--max-steps", type=int, default=-1, help="optimizer steps; -1 = one pass over the episodes")
+    full.add_argument(
+        "--max-steps", type=steps_or_all, default=-1, help="optimizer steps; -1 = one pass over the episodes"
+    )
     full.add_argument("--save-steps", type=int_at_least(1), default=10, help="checkpoint every this many steps")
     full.add_argument(
         "--vllm-mode",
@@ -1275,6 +1334,18 @@ def main(argv: list[str] | None = None) -> int:
             import matplotlib  # noqa: F401  (only --plot needs it)
         except ImportError:
             parser.error("--plot needs matplotlib, which is not installed: pip install matplotlib")
+    defaults = vars(parser.parse_args([]))
+    for mode, flags in MODE_FLAGS.items():
+        for flag in flags:
+            if mode != args.mode and getattr(args, flag) != defaults[flag]:
+                parser.error(f"--{flag.replace('_', '-')} belongs to --{mode}, not --{args.mode}")
+    rollouts_per_step = 32  # the reference configuration: 32 rollouts per optimizer step
+    if args.mode == "full" and rollouts_per_step % args.num_generations:
+        parser.error(f"--num-generations must divide the {rollouts_per_step} rollouts of a step (2, 4, 8, 16 or 32)")
+    if args.mode == "full" and args.episodes < rollouts_per_step // args.num_generations:
+        parser.error(
+            f"--episodes must be at least {rollouts_per_step // args.num_generations}, the prompts of one step"
+        )
     if args.mode == "full" and args.vllm_mode == "server" and not args.vllm_server_url:
         parser.error("--vllm-mode server needs --vllm-server-url (the address `trl vllm-serve` listens on)")
     if args.mode == "full" and args.vllm_gpu_memory_utilization is not None and args.vllm_gpu_memory_utilization >= 1:

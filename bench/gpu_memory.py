@@ -8,7 +8,9 @@ No weights are downloaded: the model is built from Qwen3's shape (SPEC) with ran
 with the tier's LoRA adapters, and trained through env_rollout's own GRPOTrainer builder with
 transformers generation (`--vllm-mode none`). vLLM's colocated share is then added on paper:
 `vllm_gpu_memory_utilization x cap`. A random model rarely stops early, so every rollout runs to
-max_completion_length: the worst case for activations.
+max_completion_length: the worst case for activations. The trainer-side peak also holds transformers'
+generation KV cache, which in a colocated run lives inside vLLM's share: the sum over-counts it, so a
+"fits" verdict is safe and a "does not fit" one is worth a closer look.
 """
 
 import argparse
@@ -114,6 +116,7 @@ def main() -> None:
         print(
             f"with vLLM's colocated share ({args.vllm_gpu_memory_utilization} x {options.cap_gb:.0f} = {vllm:.1f} GiB): "
             f"{reserved + vllm:.1f} GiB of {options.cap_gb:.0f} GiB -> {'fits' if reserved + vllm <= options.cap_gb else 'DOES NOT FIT'}"
+            " (counts the generation KV cache twice: see the docstring)"
         )
 
 

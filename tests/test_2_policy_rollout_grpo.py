@@ -56,7 +56,8 @@ def test_trace_weights_only_the_policy_text():
     assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant", "tool"]
     assert [entry.weight for entry in episode.trace] == [0, 1, 0, 1, 0, 1, 0]
     assert [entry.text for entry in episode.trace if entry.role == "tool"] == ["higher", "higher", "correct"]
-    assert episode.guesses == [4, 6, 7] and episode.reward == 1.0
+    assert [entry.guess for entry in episode.trace if entry.weight] == [4, 6, 7] and episode.reward == 1.0
+    assert [entry.belief for entry in episode.trace if entry.weight] == [(1, 8), (5, 8), (7, 8)]
     assert check_masking([episode.trace]) == 1
 
 
@@ -95,7 +96,20 @@ def test_episode_log_probs_sum_the_policy_choices():
     assert logits.grad[states[(1, 8)]].abs().sum() > 0
 
 
-def test_training_improves_a_short_run_and_is_deterministic():
+def test_the_loss_reads_the_trace_weights():
+    # Zeroing a tool call's weight removes it from the loss, as tool_mask removes tokens in TRL.
+    states = belief_states(8)
+    logits = torch.randn(len(states), 8)
+    episode = play_episode(GuessEnv(), binary_search_guess, target=7)
+    full = episode_log_probs(logits, states, [episode]).item()
+    masked_trace = [entry._replace(weight=0) if entry.guess == 6 else entry for entry in episode.trace]
+    masked = episode_log_probs(logits, states, [episode._replace(trace=masked_trace)]).item()
+    mask = legal_guess_mask(states, 8)
+    dropped = torch.log_softmax(logits + mask, dim=-1)[states[(5, 8)], 5].item()
+    assert masked == pytest.approx(full - dropped, abs=1e-5)
+
+
+def test_training_is_deterministic_and_keeps_every_trace():
     args = build_parser().parse_args(["--iterations", "5", "--seed", "3"])
     first, second = train_tabular_grpo(args), train_tabular_grpo(args)
     assert torch.equal(first["logits"], second["logits"])

@@ -22,6 +22,10 @@ def test_smoke_passes_and_prints_the_spelled_lines(smoke_run):
     assert "weight 0  tool" in out and "weight 1  assistant" in out
     assert "advantages" in out
     assert out.strip().splitlines()[-1] == "smoke ok"
+    # The checks run in the order the lesson goes.
+    markers = ["scripted binary search:", "determinism:", "success rate before=", "masking:", "lesson:", "smoke ok"]
+    positions = [out.index(marker) for marker in markers]
+    assert positions == sorted(positions)
 
 
 def test_smoke_imports_only_torch_and_the_standard_library():
@@ -72,7 +76,8 @@ def test_parser_refuses_nonsense(flags, complaint):
 def test_help_explains_each_mode():
     result = run_script("--help")
     assert result.returncode == 0
-    assert "--smoke" in result.stdout and "tabular GRPO" in result.stdout
+    for mode, words in [("--smoke", "tabular GRPO"), ("--full", "OpenEnv Wordle"), ("--rehearse", "offline")]:
+        assert mode in result.stdout and words in result.stdout
 
 
 def test_plot_writes_a_png(tmp_path):

@@ -11,7 +11,7 @@ import textarena_double
 from conftest import ROOT, run_script, tool_names
 
 import env_rollout
-from env_rollout import WordleEnv, WordleServerError, invalid_moves, preflight, solved
+from env_rollout import WordleEnv, WordleServerError, invalid_move_rate, preflight, solve_rate
 
 URL = "http://wordle.test:8000"
 
@@ -65,7 +65,7 @@ def test_solve_pays_one_and_ends_the_game(server):
     env.reset()
     assert "G G G G G" in env.guess("plant")  # brackets are added when the model leaves them out
     assert env.get_reward() == 1.0
-    assert solved([env]) == [1.0]
+    assert solve_rate([env]) == [1.0]
     with pytest.raises(ValueError, match="game is over"):
         env.guess("[crane]")
 
@@ -77,7 +77,7 @@ def test_invalid_move_earns_nothing_and_is_counted(server):
     assert env.get_reward() == 0.0  # the server paid 0.2 partial credit: not passed on
     env.guess("[crane]")
     assert (env.moves, env.invalid_moves) == (2, 1)
-    assert invalid_moves([env]) == [0.5]
+    assert invalid_move_rate([env]) == [0.5]
 
 
 def test_partial_credit_at_the_turn_limit_is_not_a_solve(server):
@@ -86,7 +86,7 @@ def test_partial_credit_at_the_turn_limit_is_not_a_solve(server):
     for _ in range(6):
         env.guess("[pious]")
     assert 0.0 < env.get_reward() < 1.0
-    assert solved([env]) == [0.0]
+    assert solve_rate([env]) == [0.0]
     with pytest.raises(ValueError, match="game is over"):
         env.guess("[crane]")
 
@@ -119,7 +119,42 @@ def test_transient_error_is_retried(monkeypatch):
     server = textarena_double.install(monkeypatch, textarena_double.Server(fail_next=2))
     env = WordleEnv(URL)
     assert "Wordle" in env.reset()
+    assert server.sessions_opened == 3  # two failed tries, each on a session of its own
     assert server.open_sessions == 1  # the clients of the failed tries were closed, not leaked
+
+
+def test_failed_step_ends_the_game_without_a_retry(server, capsys):
+    env = WordleEnv(URL)
+    env.reset()
+    server.fail_next = 1
+    with pytest.raises(ValueError, match="stopped answering: this game is over") as error:
+        env.guess("[plant]")
+    assert "Remedies" not in str(error.value)  # the model reads this message: short, no advice for humans
+    assert env.get_reward() == 0.0 and server.fail_next == 0  # tried once, not again
+    assert URL in capsys.readouterr().err  # the human is told, on stderr
+    with pytest.raises(ValueError, match="game is over"):
+        env.guess("[plant]")
+    assert "Wordle" in env.reset()  # a fresh session for the next episode
+    assert server.open_sessions == 1
+
+
+def test_async_only_client_is_a_clear_error(monkeypatch):
+    textarena_double.install(monkeypatch, async_only=True)
+    with pytest.raises(TypeError, match="no .sync"):
+        WordleEnv(URL).reset()
+
+
+def test_local_mode_failure_names_the_game_not_a_server(monkeypatch):
+    monkeypatch.setattr(env_rollout, "SERVER_BACKOFF_S", 0.01)
+    textarena_double.install(monkeypatch)
+
+    def broken(self, env_id="Wordle-v0"):
+        raise LookupError("Resource words not found")  # what a missing NLTK list looks like
+
+    monkeypatch.setattr(sys.modules["textarena_env.server.environment"].TextArenaEnvironment, "__init__", broken)
+    with pytest.raises(WordleServerError, match="in-process Wordle game failed") as error:
+        WordleEnv("local").reset()
+    assert "duplicate the Space" not in str(error.value) and "NLTK" in str(error.value)
 
 
 def test_capacity_refusal_names_the_url_and_the_remedies(monkeypatch):
@@ -212,6 +247,12 @@ def test_full_cli_fails_fast_on_a_dead_server_without_loading_a_model():
         (["--full", "--num-generations", "1"], "--num-generations: must be a whole number >= 2"),
         (["--full", "--vllm-gpu-memory-utilization", "1.5"], "must be a fraction below 1"),
         (["--full", "--smoke"], "not allowed with argument"),
+        (["--full", "--num-generations", "3"], "--num-generations must divide the 32 rollouts"),
+        (["--full", "--episodes", "7"], "--episodes must be at least 8"),
+        (["--full", "--max-steps", "0"], "--max-steps: must be a whole number >= 1, or -1"),
+        (["--full", "--iterations", "5"], "--iterations belongs to --smoke, not --full"),
+        (["--smoke", "--env-url", "local"], "--env-url belongs to --full, not --smoke"),
+        (["--rehearse", "--group", "4"], "--group belongs to --smoke, not --rehearse"),
     ],
 )
 def test_full_flags_are_checked(flags, complaint):

@@ -114,7 +114,7 @@ def test_wordle_env_through_trl_for_one_step(monkeypatch, tokenizer, tmp_path):
     logged = next(entry for entry in trainer.state.log_history if "tools/call_frequency" in entry)
     assert logged["tools/call_frequency"] == 1.0 and logged["tools/failure_frequency"] == 0.0
     assert logged["rewards/WordleEnv/mean"] == 0.5
-    assert logged["rewards/solved/mean"] == 0.5 and logged["rewards/invalid_moves/mean"] == 0.0
+    assert logged["rewards/solve_rate/mean"] == 0.5 and logged["rewards/invalid_move_rate/mean"] == 0.0
     assert server.resets == 8 and server.open_sessions == 8  # one session per pooled instance, re-used
 
 

@@ -120,13 +120,13 @@ class Session:
         self.closed = False
 
     def _reset(self):
-        self.server.maybe_fail()
         if self.game is None:
             if self.server.open_sessions >= self.server.capacity:
                 raise RuntimeError("503 Server Error: Service Unavailable (session capacity reached)")
             self.server.open_sessions += 1
             self.server.sessions_opened += 1
             self.game = Game(self.server)
+        self.server.maybe_fail()  # after the session is open: a client that fails here must be closed
         return StepResult(self.game.reset(), None, False)
 
     def _step(self, action):
@@ -171,6 +171,13 @@ class SyncClient:
         return self.client._close()
 
 
+class AsyncOnlyTextArenaEnv(Session):
+    """An async client without .sync(): WordleEnv cannot drive it from TRL's synchronous loop."""
+
+    async def reset(self):
+        return self._reset()
+
+
 class LegacyTextArenaEnv(Session):
     """An older client: synchronous, with no .sync()."""
 
@@ -200,10 +207,11 @@ class TextArenaEnvironment:
         return self.game.step(action)
 
 
-def install(monkeypatch, server=None, legacy=False):
+def install(monkeypatch, server=None, legacy=False, async_only=False):
     """Make `import textarena_env` find the double; returns the server it talks to."""
     server = server or Server()
-    client_class = type("TextArenaEnv", (LegacyTextArenaEnv if legacy else TextArenaEnv,), {"server": server})
+    base = LegacyTextArenaEnv if legacy else AsyncOnlyTextArenaEnv if async_only else TextArenaEnv
+    client_class = type("TextArenaEnv", (base,), {"server": server})
     local_class = type("TextArenaEnvironment", (TextArenaEnvironment,), {"server": server})
     module = types.ModuleType("textarena_env")
     module.TextArenaEnv, module.TextArenaAction = client_class, TextArenaAction
