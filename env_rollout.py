@@ -945,17 +945,25 @@ def tool_response_ids(tokenizer, name: str, content: str) -> list[int]:
     return after[end:]
 
 
+@functools.lru_cache(maxsize=64)
+def rendered(tokenizer, prompt_text: str, feedback: str) -> tuple[list[int], list[int]]:
+    """(prompt ids, tool response ids), cached: rendering a chat template takes milliseconds, and an
+    episode of GuessEnv has only a handful of distinct pieces."""
+    return render_prompt_ids(tokenizer, prompt_text), tool_response_ids(tokenizer, "guess", feedback)
+
+
 def format_example(tokenizer, rng: random.Random) -> tuple[list[int], list[int]]:
     """One warm-start example: an episode with uniformly random guesses (it teaches the call format,
     not a strategy), as (token ids, loss weights): 1 on what the model writes, 0 on the rest."""
     env = GuessEnv()
-    ids = render_prompt_ids(tokenizer, env.reset(seed=rng.randrange(10**9)))
+    prompt_text = env.reset(seed=rng.randrange(10**9))
+    ids = list(rendered(tokenizer, prompt_text, "")[0])
     weights = [0] * len(ids)
     for _ in range(env.max_turns):
         value = rng.randint(1, env.n)
         call = tokenizer.encode(guess_call_text(value), add_special_tokens=False)
         feedback = env.guess(value)
-        response = tool_response_ids(tokenizer, "guess", feedback)
+        response = rendered(tokenizer, prompt_text, feedback)[1]
         ids, weights = ids + call + response, weights + [1] * len(call) + [0] * len(response)
         if feedback == "correct":
             break
