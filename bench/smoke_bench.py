@@ -53,13 +53,17 @@ def main() -> None:
 
     python = sys.executable
     smoke = [wall_seconds([python, "env_rollout.py", "--smoke"]) for _ in range(options.runs)]
-    torch_import = [wall_seconds([python, "-c", "import torch"]) for _ in range(options.runs)]
+    torch_import = [wall_seconds([python, "-c", "import torch, os; os._exit(0)"]) for _ in range(options.runs)]
+    torch_teardown = [wall_seconds([python, "-c", "import torch"]) for _ in range(options.runs)]
     bare = [wall_seconds([python, "-c", "pass"]) for _ in range(options.runs)]
     print(f"speed, median of {options.runs} runs each:")
     print(
         f"  whole `python env_rollout.py --smoke`: {statistics.median(smoke):.2f} s (bar <= 1.8)  runs: {', '.join(f'{t:.2f}' for t in smoke)}"
     )
-    print(f"  `python -c 'import torch'`:           {statistics.median(torch_import):.2f} s")
+    print(f"  importing torch (no teardown):        {statistics.median(torch_import):.2f} s")
+    print(
+        f"  importing torch, normal exit:         {statistics.median(torch_teardown):.2f} s  (--smoke skips the teardown)"
+    )
     print(f"  bare interpreter start:               {statistics.median(bare):.2f} s")
     print(f"  smoke beyond importing torch:         {statistics.median(smoke) - statistics.median(torch_import):.2f} s")
     print(f"  (torch {torch.__version__}, python {sys.version.split()[0]}, {os.cpu_count()} cores)")

@@ -32,14 +32,10 @@ def test_smoke_imports_only_torch_and_the_standard_library():
     code = (
         "import sys, torch\n"
         "baseline = set(sys.modules)\n"
-        "sys.argv = ['env_rollout.py', '--smoke']\n"
-        "import runpy\n"
-        "try:\n"
-        "    runpy.run_path('env_rollout.py', run_name='__main__')\n"
-        "except SystemExit as stop:\n"
-        "    assert stop.code == 0, stop.code\n"
+        "import env_rollout\n"
+        "assert env_rollout.main(['--smoke']) == 0\n"
         "extra = {m.split('.')[0] for m in set(sys.modules) - baseline}\n"
-        "extra -= set(sys.stdlib_module_names) | {'torch', '__main__'}\n"
+        "extra -= set(sys.stdlib_module_names) | {'torch', 'env_rollout'}\n"
         "print('EXTRA', sorted(extra))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
