@@ -1252,10 +1252,19 @@ MODE_FLAGS = {
 }
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows a flag's default only where it has one worth showing (not for modes, switches, unset)."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.const is not None or action.nargs == 0:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Agentic RL in one file: a tool environment, GRPO, observation masking.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     modes = parser.add_mutually_exclusive_group()
     modes.add_argument(
