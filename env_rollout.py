@@ -952,21 +952,27 @@ def rendered(tokenizer, prompt_text: str, feedback: str) -> tuple[list[int], lis
     return render_prompt_ids(tokenizer, prompt_text), tool_response_ids(tokenizer, "guess", feedback)
 
 
-def format_example(tokenizer, rng: random.Random) -> tuple[list[int], list[int]]:
-    """One warm-start example: an episode with uniformly random guesses (it teaches the call format,
-    not a strategy), as (token ids, loss weights): 1 on what the model writes, 0 on the rest."""
+def random_guess_episode(rng: random.Random) -> Episode:
+    """A GuessEnv episode played with uniformly random guesses: the warm start's data (format, no strategy)."""
     env = GuessEnv()
-    prompt_text = env.reset(seed=rng.randrange(10**9))
-    ids = list(rendered(tokenizer, prompt_text, "")[0])
-    weights = [0] * len(ids)
-    for _ in range(env.max_turns):
-        value = rng.randint(1, env.n)
-        call = tokenizer.encode(guess_call_text(value), add_special_tokens=False)
-        feedback = env.guess(value)
-        response = rendered(tokenizer, prompt_text, feedback)[1]
-        ids, weights = ids + call + response, weights + [1] * len(call) + [0] * len(response)
-        if feedback == "correct":
-            break
+    seed = rng.randrange(10**9)
+    return play_episode(env, lambda belief: rng.randint(1, env.n), seed=seed)
+
+
+def format_example(tokenizer, rng: random.Random) -> tuple[list[int], list[int]]:
+    """One warm-start example as (token ids, loss weights): each trace entry becomes the tokens TRL
+    would see for it, and keeps its weight: 1 on what the model writes, 0 on the rest."""
+    trace = random_guess_episode(rng).trace
+    prompt_text = trace[0].text
+    ids, weights = [], []
+    for entry in trace:
+        if entry.role == "user":
+            piece = rendered(tokenizer, prompt_text, "")[0]
+        elif entry.role == "assistant":
+            piece = tokenizer.encode(guess_call_text(entry.guess), add_special_tokens=False)
+        else:
+            piece = rendered(tokenizer, prompt_text, entry.text)[1]
+        ids, weights = ids + piece, weights + [entry.weight] * len(piece)
     closing = tokenizer.encode("Done.<|im_end|>", add_special_tokens=False)  # after the last response
     return ids + closing, weights + [1] * len(closing)
 
@@ -984,22 +990,18 @@ def build_tiny_tokenizer(seed: int = 0):
     wrapped.chat_template = template
     rng, corpus = random.Random(seed), []
     for _ in range(50):
-        env = GuessEnv()
-        messages = [{"role": "user", "content": env.reset(seed=rng.randrange(10**9))}]
-        for _ in range(env.max_turns):
-            value = rng.randint(1, env.n)
-            feedback = env.guess(value)
-            messages += [
-                {
-                    "role": "assistant",
-                    "content": "",
-                    "tool_calls": [{"type": "function", "function": {"name": "guess", "arguments": {"value": value}}}],
-                },
-                {"role": "tool", "name": "guess", "content": feedback},
-            ]
-            if feedback == "correct":
-                break
-        corpus.append(wrapped.apply_chat_template(messages, tools=[env.guess], tokenize=False, enable_thinking=False))
+        messages = []
+        for entry in random_guess_episode(rng).trace:
+            if entry.role == "assistant":
+                call = {"type": "function", "function": {"name": "guess", "arguments": {"value": entry.guess}}}
+                messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+            elif entry.role == "tool":
+                messages.append({"role": "tool", "name": "guess", "content": entry.text})
+            else:
+                messages.append({"role": "user", "content": entry.text})
+        corpus.append(
+            wrapped.apply_chat_template(messages, tools=[GuessEnv().guess], tokenize=False, enable_thinking=False)
+        )
     trainer = trainers.BpeTrainer(
         vocab_size=512,
         special_tokens=QWEN3_SPECIAL_TOKENS,
