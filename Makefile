@@ -2,7 +2,9 @@
 #   make smoke   run the tabular lab (--smoke)
 #   make test    run the test suite
 #   make rehearse  run the --full code path offline on a CPU (tiny model)
+#   make learn   a tiny transformer learns GuessEnv through TRL on a CPU (--learn, minutes)
 #   make bench   print the learning and speed figures
+#   make bench-learn  --learn on seeds 0, 1 and 2, with the bars (about a quarter of an hour)
 #   make bench-gpu  peak GPU memory of tier t1 (on a CUDA machine)
 #   make lint    ruff
 #   make clean   remove the virtual environment and generated files
@@ -11,7 +13,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
 
-.PHONY: smoke test rehearse bench bench-gpu lint clean
+.PHONY: smoke test rehearse learn bench bench-learn bench-gpu lint clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -37,8 +39,14 @@ test: $(VENV)/.test
 rehearse: $(VENV)/.test
 	$(PY) env_rollout.py --rehearse
 
+learn: $(VENV)/.test
+	$(PY) env_rollout.py --learn
+
 bench: $(VENV)/.smoke
 	$(PY) bench/smoke_bench.py
+
+bench-learn: $(VENV)/.test
+	$(PY) bench/learn_bench.py
 
 bench-gpu: $(VENV)/.test
 	$(PY) bench/gpu_memory.py

@@ -14,13 +14,16 @@ Modes:
     python env_rollout.py --smoke      the whole loop in miniature on a CPU, in seconds (the default)
     python env_rollout.py --full       Qwen3 + TRL GRPOTrainer against OpenEnv Wordle on a GPU
     python env_rollout.py --rehearse   the --full code path offline on a CPU, with a tiny model
+    python env_rollout.py --learn      that tiny model learns the game through TRL, on a CPU, in minutes
 
 Read it top to bottom: environment, policy, rollout and trace, GRPO update, smoke checks, full path.
 """
 
 import argparse
+import copy
 import functools
 import inspect
+import json
 import math
 import os
 import random
@@ -370,7 +373,14 @@ def print_lesson(trace: list[TraceEntry], lesson_group) -> None:
         )
 
 
-def plot_curve(path: str, curve: list[float], optimum: float, random_rate: float) -> None:
+def plot_curve(
+    path: str,
+    curve: list[float],
+    optimum: float,
+    random_rate: float,
+    title: str = "Tabular GRPO on GuessEnv",
+    xlabel: str = "iteration",
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")  # no display needed
@@ -380,7 +390,7 @@ def plot_curve(path: str, curve: list[float], optimum: float, random_rate: float
     axes.plot(range(1, len(curve) + 1), curve, label="training success (batch mean)")
     axes.axhline(optimum, color="green", linestyle="--", label=f"optimum {optimum:.3f}")
     axes.axhline(random_rate, color="red", linestyle=":", label=f"random {random_rate:.3f}")
-    axes.set(xlabel="iteration", ylabel="success rate", ylim=(0, 1.02), title="Tabular GRPO on GuessEnv")
+    axes.set(xlabel=xlabel, ylabel="success rate", ylim=(0, 1.02), title=title)
     axes.legend(loc="lower right")
     figure.tight_layout()
     figure.savefig(path)
@@ -959,9 +969,10 @@ def random_guess_episode(rng: random.Random) -> Episode:
     return play_episode(env, lambda belief: rng.randint(1, env.n), seed=seed)
 
 
-def format_example(tokenizer, rng: random.Random) -> tuple[list[int], list[int]]:
+def format_example(tokenizer, rng: random.Random, closing: str = "Done.") -> tuple[list[int], list[int]]:
     """One warm-start example as (token ids, loss weights): each trace entry becomes the tokens TRL
-    would see for it, and keeps its weight: 1 on what the model writes, 0 on the rest."""
+    would see for it, and keeps its weight: 1 on what the model writes, 0 on the rest. After the last
+    tool response the model writes `closing` and ends its turn (TRL lets it have that last word)."""
     trace = random_guess_episode(rng).trace
     prompt_text = trace[0].text
     ids, weights = [], []
@@ -973,8 +984,8 @@ def format_example(tokenizer, rng: random.Random) -> tuple[list[int], list[int]]
         else:
             piece = rendered(tokenizer, prompt_text, entry.text)[1]
         ids, weights = ids + piece, weights + [entry.weight] * len(piece)
-    closing = tokenizer.encode("Done.<|im_end|>", add_special_tokens=False)  # after the last response
-    return ids + closing, weights + [1] * len(closing)
+    closing_ids = tokenizer.encode(closing + tokenizer.eos_token, add_special_tokens=False)
+    return ids + closing_ids, weights + [1] * len(closing_ids)
 
 
 def build_tiny_tokenizer(seed: int = 0):
@@ -1031,14 +1042,16 @@ def build_tiny_model(tokenizer, seed: int = 0, **shape):
     return Qwen3ForCausalLM(config)
 
 
-def warm_start(model, tokenizer, steps: int, batch: int = 16, lr: float = 3e-3, seed: int = 0) -> float:
+def warm_start(
+    model, tokenizer, steps: int, batch: int = 16, lr: float = 3e-3, seed: int = 0, closing: str = "Done."
+) -> float:
     """Supervised pass on the exact token sequences TRL generates from; loss only where weight is 1.
     Returns the final loss."""
     rng = random.Random(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
     for _ in range(steps):
-        examples = [format_example(tokenizer, rng) for _ in range(batch)]
+        examples = [format_example(tokenizer, rng, closing) for _ in range(batch)]
         width = max(len(ids) for ids, _ in examples)
         ids = torch.full((batch, width), tokenizer.pad_token_id)
         weights = torch.zeros(batch, width)
@@ -1196,6 +1209,237 @@ def run_rehearse(args) -> None:
 
 
 # =====================================================================================================
+# 8. A tiny transformer learns: the same GRPOTrainer run, to a real result, on a CPU
+# =====================================================================================================
+# The rehearsal proves the plumbing; --learn makes it teach. The same
+# GRPOTrainer(environment_factory=GuessEnv) run trains a 2-layer, 64-wide Qwen3 (about 0.15 M
+# weights) that reads the tool responses and learns to binary-search. These choices make that fit in
+# minutes on a laptop CPU; each was measured (README, "What limits a tiny model"):
+# - Short episodes. TRL's Qwen3 chat template wraps a 3-guess episode in about 90 tokens of
+#   boilerplate, and a tiny model's attention drowns in it. The tokenizer gets one token for each
+#   constant piece: the prompt, the text around the guessed number, each whole tool response. An
+#   episode becomes 16 tokens and every one of them carries information; the text is unchanged.
+# - Numbers that know their order: the embeddings of 1..n start as a thermometer code, so 4 and 5
+#   look alike from the first step, and 1 and 8 do not.
+# - A format that holds. Every token of a call is trained, not only the number, and Adam's first
+#   steps move every weight by about the full learning rate however small its gradient: at 3e-3
+#   without a warm-up one step can knock the tool-call format over. So: a firm warm start, a
+#   learning-rate warm-up, and after the last tool response the model just ends its turn (a closing
+#   word is one more thing to unlearn; trained to say "Done." there, the model rambled instead).
+
+LEARN_HPARAMS = dict(
+    warm_start_steps=400,  # supervised format steps (batch 32), uniformly random guesses
+    closing="",  # after the last tool response the model just ends its turn: no words to unlearn
+    num_generations=8,  # G: rollouts per prompt
+    learning_rate=3e-3,  # large by LLM standards: the model is tiny and starts from scratch
+    warmup_steps=20,  # linear warm-up, then linear decay to 0 (TRL's default schedule)
+    max_completion_length=32,  # the whole episode: 3 calls of 4 tokens, 3 responses, the closing
+    max_tool_calling_iterations=3,  # GuessEnv allows 3 guesses
+    mask_truncated_completions=True,  # an episode cut off at the budget teaches nothing
+)
+
+
+def learn_tokenizer(seed: int = 0):
+    """build_tiny_tokenizer plus one token for each constant piece of a GuessEnv episode. The
+    rendered text is unchanged, so TRL's tool-call parser and tool_mask see what they always see."""
+    from tokenizers import AddedToken
+
+    tokenizer = build_tiny_tokenizer(seed)
+    before_number, after_number = guess_call_text("#").removesuffix(tokenizer.eos_token).split("#")
+    pieces = [tokenizer.decode(render_prompt_ids(tokenizer, GuessEnv().reset())), before_number, after_number]
+    pieces += [tokenizer.decode(tool_response_ids(tokenizer, "guess", word)) for word in ("higher", "lower", "correct")]
+    # Added tokens match longest-first, so these win over the special tokens inside them.
+    tokenizer.add_tokens([AddedToken(piece, normalized=False, special=False) for piece in pieces])
+    return tokenizer
+
+
+def three_guess_tokens(tokenizer) -> int:
+    """Tokens in the prompt and three calls with their responses: the context a 3-guess episode fills."""
+    prompt_ids, response_ids = rendered(tokenizer, GuessEnv().reset(), "higher")
+    call_ids = tokenizer.encode(guess_call_text(4), add_special_tokens=False)
+    return len(prompt_ids) + 3 * (len(call_ids) + len(response_ids))
+
+
+def thermometer_number_embeddings(model, tokenizer, n: int) -> None:
+    """Dimension j of number k's embedding is +1 if k > j, else -1 (j = 1..n-1): nearby numbers
+    start close, far ones far apart. The other dimensions keep their random values."""
+    embeddings = model.get_input_embeddings().weight
+    with torch.no_grad():
+        for k in range(1, n + 1):
+            (token,) = tokenizer.encode(str(k), add_special_tokens=False)
+            embeddings[token, : n - 1] = torch.tensor([1.0 if k > j else -1.0 for j in range(1, n)])
+
+
+def first_tool_call(text: str):
+    """The Qwen3 tool call in `text` as (name, arguments), or None if there is none. Raises
+    ValueError for a call that is opened but cannot be read."""
+    if "<tool_call>" not in text:
+        return None
+    try:
+        call = json.loads(text.split("<tool_call>", 1)[1].split("</tool_call>", 1)[0])
+        name, arguments = call["name"], call["arguments"]
+    except (json.JSONDecodeError, KeyError, TypeError, IndexError) as error:
+        raise ValueError(f"unreadable tool call: {error}") from None
+    if not isinstance(arguments, dict):
+        raise ValueError("tool call arguments are not an object")
+    return name, arguments
+
+
+@torch.no_grad()
+def sampled_success(model, tokenizer, episodes: int, first_seed: int, max_calls: int = 3) -> tuple[float, float]:
+    """(success rate, malformed tool calls per episode), sampling from the model (temperature 1, as in
+    training) on seeded GuessEnv episodes, batched turn by turn the way TRL's tool loop runs them:
+    a call is executed and its result, or the environment's error, is appended; a turn without a
+    tool call ends the episode. An episode counts as solved only if the environment says so.
+    Malformed: a call that cannot be read, or that the environment refuses (no turn is spent)."""
+    model.eval()
+    environments = [GuessEnv() for _ in range(episodes)]
+    prompts = [environment.reset(seed=first_seed + i) for i, environment in enumerate(environments)]
+    sequences = [list(rendered(tokenizer, prompt, "")[0]) for prompt in prompts]
+    live, malformed = list(range(episodes)), 0
+    for _ in range(max_calls):
+        if not live:
+            break
+        width = max(len(sequences[i]) for i in live)
+        ids = torch.full((len(live), width), tokenizer.pad_token_id)
+        attention = torch.zeros_like(ids)
+        for row, i in enumerate(live):  # left padding, as for any batched generation
+            ids[row, width - len(sequences[i]) :] = torch.tensor(sequences[i])
+            attention[row, width - len(sequences[i]) :] = 1
+        output = model.generate(
+            input_ids=ids,
+            attention_mask=attention,
+            max_new_tokens=8,  # a call is 4 tokens
+            do_sample=True,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )[:, width:].tolist()
+        still_live = []
+        for row, i in enumerate(live):
+            turn = output[row]
+            if tokenizer.eos_token_id in turn:
+                turn = turn[: turn.index(tokenizer.eos_token_id) + 1]
+            try:
+                call = first_tool_call(tokenizer.decode(turn))
+            except ValueError:
+                malformed += 1
+                continue
+            if call is None:
+                continue  # the model ended the episode
+            name, arguments = call
+            try:
+                if name != "guess":
+                    raise ValueError(f"Tool {name} not found.")
+                result = environments[i].guess(**arguments)
+            except (ValueError, TypeError) as error:  # TRL hands the model {"error": message}
+                malformed += 1
+                result = str({"error": str(error)})
+            if result != "correct":
+                sequences[i] += turn + list(rendered(tokenizer, prompts[i], result)[1])
+                still_live.append(i)
+        live = still_live
+    solved = sum(environment.get_reward() for environment in environments)
+    return solved / episodes, malformed / episodes
+
+
+def learning_trainer_class():
+    from trl import GRPOTrainer
+
+    class LearningGRPOTrainer(GRPOTrainer):
+        """GRPOTrainer that remembers two answers it would otherwise work out again for every rollout:
+        the tokens of a tool response (TRL renders the chat template twice per tool call to find them)
+        and the parse of a generated turn (transformers' response parser, given the turn and what came
+        before it). With a 0.15 M-weight model these took most of a step (measured: README). Both
+        depend only on their inputs, which repeat: 512 rollouts a step share one prompt and a few
+        dozen histories."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            parse, parsed = self._tokenizer.parse_response, {}
+
+            def remembered_parse(response, **given):  # TRL passes prefix= and tools= where supported
+                tools = tuple(getattr(tool, "__name__", None) or repr(tool) for tool in given.get("tools") or ())
+                key = (tuple(response), tuple(given.get("prefix") or ()), tools)
+                if key not in parsed:
+                    parsed[key] = parse(response, **given)
+                return copy.deepcopy(parsed[key])  # TRL edits the message it gets back
+
+            self._tokenizer.parse_response = remembered_parse
+
+        def _get_tool_suffix_ids(self, tool_messages):
+            if not all(isinstance(message["content"], str) for message in tool_messages):
+                return super()._get_tool_suffix_ids(tool_messages)
+            key = tuple((message["name"], message["content"]) for message in tool_messages)
+            cache = self.__dict__.setdefault("_tool_suffix_cache", {})
+            if key not in cache:
+                cache[key] = super()._get_tool_suffix_ids(tool_messages)
+            return list(cache[key])
+
+    return LearningGRPOTrainer
+
+
+def learn_config(output_dir: str, steps: int, seed: int, prompts: int):
+    """The rehearsal's configuration with LEARN_HPARAMS: `prompts` groups of G rollouts per step."""
+    trl_settings = {name: value for name, value in LEARN_HPARAMS.items() if name not in ("warm_start_steps", "closing")}
+    batch = prompts * LEARN_HPARAMS["num_generations"]
+    return rehearsal_config(output_dir, steps, seed, per_device_train_batch_size=batch, logging_steps=1, **trl_settings)
+
+
+def run_learn(args) -> None:
+    started = time.perf_counter()
+    torch.set_num_threads(1)  # tiny matrices: a second thread costs more than it saves (measured)
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from datasets import Dataset
+
+    hp = LEARN_HPARAMS
+    env = GuessEnv()
+    optimum, random_rate = success_optimum(env.n, env.max_turns), success_random(env.n, env.max_turns)
+    tokenizer = learn_tokenizer(args.seed)
+    model = build_tiny_model(tokenizer, args.seed)
+    thermometer_number_embeddings(model, tokenizer, env.n)
+    print(
+        f"tokenizer: a 3-guess episode is {three_guess_tokens(tokenizer)} tokens "
+        f"({three_guess_tokens(build_tiny_tokenizer(args.seed))} with the rehearsal's tokenizer)"
+    )
+    loss = warm_start(model, tokenizer, hp["warm_start_steps"], batch=32, seed=args.seed, closing=hp["closing"])
+    print(f"warm start: {hp['warm_start_steps']} steps on random-guess episodes, final loss {loss:.3f}")
+    torch.manual_seed(args.seed)  # the evaluation samples: same seeds, same draws, before and after
+    before, malformed_before = sampled_success(model, tokenizer, args.learn_eval_episodes, EVAL_FIRST_SEED)
+    print(f"before GRPO: success {before:.3f}, malformed tool calls per episode {malformed_before:.3f}")
+
+    # One row per prompt; `seed` reaches GuessEnv.reset(**row), so a group shares its hidden number.
+    rows = args.learn_prompts * args.learn_steps
+    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": ""}], "seed": i} for i in range(rows)])
+    with tempfile.TemporaryDirectory(prefix="learn-") as output_dir:
+        config = learn_config(output_dir, args.learn_steps, args.seed, args.learn_prompts)
+        trainer = build_grpo_trainer(
+            config, model, dataset, GuessEnv, processing_class=tokenizer, trainer_class=learning_trainer_class()
+        )
+        grpo_started = time.perf_counter()
+        trainer.train()
+    curve = [entry["reward"] for entry in trainer.state.log_history if "reward" in entry]
+    print(
+        f"grpo: {trainer.state.global_step} steps of {config.per_device_train_batch_size} episodes, "
+        f"batch success first {curve[0]:.3f} last {curve[-1]:.3f}, {time.perf_counter() - grpo_started:.0f} s"
+    )
+    torch.manual_seed(args.seed)
+    after, malformed_after = sampled_success(trainer.model, tokenizer, args.learn_eval_episodes, EVAL_FIRST_SEED)
+    print(f"malformed tool calls per episode before={malformed_before:.3f} after={malformed_after:.3f}")
+    print(f"tiny model success before={before:.3f} after={after:.3f} (optimum {optimum:.3f}, random {random_rate:.3f})")
+    if args.plot:
+        plot_curve(
+            args.plot, curve, optimum, random_rate, title="Tiny Qwen3, TRL GRPOTrainer, GuessEnv", xlabel="GRPO step"
+        )
+        print(f"plot: {args.plot}")
+    print(
+        f"learn: {args.learn_eval_episodes} evaluation episodes each side, {time.perf_counter() - started:.0f} s in all"
+    )
+
+
+# =====================================================================================================
 # Command line: every hyperparameter in one place
 # =====================================================================================================
 
@@ -1251,6 +1495,7 @@ MODE_FLAGS = {
         "resume",
     ],
     "rehearse": ["warm_start_steps", "rehearse_steps"],
+    "learn": ["learn_steps", "learn_prompts", "learn_eval_episodes", "plot"],
 }
 
 
@@ -1290,6 +1535,13 @@ def build_parser() -> argparse.ArgumentParser:
         const="rehearse",
         help="the --full code path on a CPU, offline: tiny Qwen3, GuessEnv, TRL's tool loop, checks",
     )
+    modes.add_argument(
+        "--learn",
+        dest="mode",
+        action="store_const",
+        const="learn",
+        help="a tiny Qwen3 learns GuessEnv through TRL's GRPOTrainer on a CPU (minutes), evaluated before and after",
+    )
     parser.set_defaults(mode="smoke")
 
     smoke = parser.add_argument_group("--smoke: the tabular lab")
@@ -1301,7 +1553,9 @@ def build_parser() -> argparse.ArgumentParser:
     smoke.add_argument("--group", type=int_at_least(2), default=8, help="G: rollouts per prompt")
     smoke.add_argument("--lr", type=positive_float, default=0.25, help="Adam learning rate for the logit table")
     smoke.add_argument("--eval-episodes", type=int_at_least(100), default=2000, help="episodes to measure success on")
-    smoke.add_argument("--plot", metavar="PATH", help="write the learning curve as a PNG (needs matplotlib)")
+    smoke.add_argument(
+        "--plot", metavar="PATH", help="--smoke and --learn: write the learning curve as a PNG (needs matplotlib)"
+    )
 
     full = parser.add_argument_group("--full: TRL GRPOTrainer on OpenEnv Wordle (unset values come from --tier)")
     full.add_argument(
@@ -1342,6 +1596,17 @@ def build_parser() -> argparse.ArgumentParser:
     rehearse = parser.add_argument_group("--rehearse: the --full path offline on a CPU")
     rehearse.add_argument("--warm-start-steps", type=int_at_least(1), default=150, help="supervised format steps")
     rehearse.add_argument("--rehearse-steps", type=int_at_least(1), default=4, help="GRPO steps through TRL")
+
+    learn = parser.add_argument_group(
+        "--learn: a tiny transformer learns GuessEnv through TRL (the rest: LEARN_HPARAMS)"
+    )
+    learn.add_argument("--learn-steps", type=int_at_least(1), default=200, help="GRPO steps")
+    learn.add_argument(
+        "--learn-prompts", type=int_at_least(1), default=64, help="prompts per GRPO step (x G=8 rollouts)"
+    )
+    learn.add_argument(
+        "--learn-eval-episodes", type=int_at_least(100), default=400, help="held-out episodes, before and after GRPO"
+    )
     return parser
 
 
@@ -1354,10 +1619,14 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:
             parser.error("--plot needs matplotlib, which is not installed: pip install matplotlib")
     defaults = vars(parser.parse_args([]))
+    owners = {}
     for mode, flags in MODE_FLAGS.items():
         for flag in flags:
-            if mode != args.mode and getattr(args, flag) != defaults[flag]:
-                parser.error(f"--{flag.replace('_', '-')} belongs to --{mode}, not --{args.mode}")
+            owners.setdefault(flag, []).append(mode)
+    for flag, modes in owners.items():
+        if args.mode not in modes and getattr(args, flag) != defaults[flag]:
+            belongs = " and ".join(f"--{mode}" for mode in modes)
+            parser.error(f"--{flag.replace('_', '-')} belongs to {belongs}, not --{args.mode}")
     rollouts_per_step = 32  # the reference configuration: 32 rollouts per optimizer step
     if args.mode == "full" and rollouts_per_step % args.num_generations:
         parser.error(f"--num-generations must divide the {rollouts_per_step} rollouts of a step (2, 4, 8, 16 or 32)")
@@ -1370,7 +1639,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "full" and args.vllm_gpu_memory_utilization is not None and args.vllm_gpu_memory_utilization >= 1:
         parser.error("--vllm-gpu-memory-utilization must be a fraction below 1")
     try:
-        {"smoke": run_smoke, "full": run_full, "rehearse": run_rehearse}[args.mode](args)
+        {"smoke": run_smoke, "full": run_full, "rehearse": run_rehearse, "learn": run_learn}[args.mode](args)
     except (SmokeFailure, WordleServerError, ImportError) as failure:
         print(f"{args.mode} FAILED: {failure}", file=sys.stderr)
         return 1
