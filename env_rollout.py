@@ -16,7 +16,8 @@ Modes:
     python env_rollout.py --rehearse   the --full code path offline on a CPU, with a tiny model
     python env_rollout.py --learn      that tiny model learns the game through TRL, on a CPU, in minutes
 
-Read it top to bottom: environment, policy, rollout and trace, GRPO update, smoke checks, full path.
+Read it top to bottom: environment, policy, rollout and trace, GRPO update, smoke checks, full path,
+the rehearsal, and --learn (a tiny transformer that learns the game through TRL).
 """
 
 import argparse
