@@ -1166,20 +1166,25 @@ def rehearsal_config(output_dir: str, steps: int, seed: int, **overrides):
     return grpo_config(scale, **{**cpu, **overrides})
 
 
+def guess_dataset(rows: int):
+    """The training prompts for GuessEnv. Each row is one prompt; its `seed` column reaches
+    GuessEnv.reset(**row), so the G rollouts of a row share one hidden number, as GRPO needs."""
+    from datasets import Dataset
+
+    return Dataset.from_list([{"prompt": [{"role": "user", "content": ""}], "seed": i} for i in range(rows)])
+
+
 def run_rehearse(args) -> None:
     started = time.perf_counter()
     torch.set_num_threads(1)  # tiny matrices: a second thread costs more than it saves (measured)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    from datasets import Dataset
 
     tokenizer = build_tiny_tokenizer(args.seed)
     model = build_tiny_model(tokenizer, args.seed)
     loss = warm_start(model, tokenizer, steps=args.warm_start_steps, seed=args.seed)
     print(f"warm start: {args.warm_start_steps} steps on random-guess episodes, final loss {loss:.3f}")
 
-    # Each dataset row is one prompt; its `seed` column reaches GuessEnv.reset(**row), so the G
-    # rollouts of a row share one hidden number, as GRPO needs.
-    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": ""}], "seed": i} for i in range(64)])
+    dataset = guess_dataset(64)
     with tempfile.TemporaryDirectory(prefix="rehearsal-") as output_dir:
         config = rehearsal_config(output_dir, args.rehearse_steps, args.seed)
         trainer = build_grpo_trainer(
@@ -1287,7 +1292,9 @@ def first_tool_call(text: str):
 
 
 @torch.no_grad()
-def sampled_success(model, tokenizer, episodes: int, first_seed: int, max_calls: int = 3) -> tuple[float, float]:
+def sampled_success(
+    model, tokenizer, episodes: int, first_seed: int, max_calls: int = LEARN_HPARAMS["max_tool_calling_iterations"]
+) -> tuple[float, float]:
     """(success rate, malformed tool calls per episode), sampling from the model (temperature 1, as in
     training) on seeded GuessEnv episodes, batched turn by turn the way TRL's tool loop runs them:
     a call is executed and its result, or the environment's error, is appended; a turn without a
@@ -1359,6 +1366,7 @@ def learning_trainer_class():
 
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
+            self._tool_suffix_cache = {}
             parse, parsed = self._tokenizer.parse_response, {}
 
             def remembered_parse(response, **given):  # TRL passes prefix= and tools= where supported
@@ -1374,10 +1382,9 @@ def learning_trainer_class():
             if not all(isinstance(message["content"], str) for message in tool_messages):
                 return super()._get_tool_suffix_ids(tool_messages)
             key = tuple((message["name"], message["content"]) for message in tool_messages)
-            cache = self.__dict__.setdefault("_tool_suffix_cache", {})
-            if key not in cache:
-                cache[key] = super()._get_tool_suffix_ids(tool_messages)
-            return list(cache[key])
+            if key not in self._tool_suffix_cache:
+                self._tool_suffix_cache[key] = super()._get_tool_suffix_ids(tool_messages)
+            return list(self._tool_suffix_cache[key])
 
     return LearningGRPOTrainer
 
@@ -1393,8 +1400,6 @@ def run_learn(args) -> None:
     started = time.perf_counter()
     torch.set_num_threads(1)  # tiny matrices: a second thread costs more than it saves (measured)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    from datasets import Dataset
-
     hp = LEARN_HPARAMS
     env = GuessEnv()
     optimum, random_rate = success_optimum(env.n, env.max_turns), success_random(env.n, env.max_turns)
@@ -1411,9 +1416,7 @@ def run_learn(args) -> None:
     before, malformed_before = sampled_success(model, tokenizer, args.learn_eval_episodes, EVAL_FIRST_SEED)
     print(f"before GRPO: success {before:.3f}, malformed tool calls per episode {malformed_before:.3f}")
 
-    # One row per prompt; `seed` reaches GuessEnv.reset(**row), so a group shares its hidden number.
-    rows = args.learn_prompts * args.learn_steps
-    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": ""}], "seed": i} for i in range(rows)])
+    dataset = guess_dataset(args.learn_prompts * args.learn_steps)  # a fresh prompt for every group
     with tempfile.TemporaryDirectory(prefix="learn-") as output_dir:
         config = learn_config(output_dir, args.learn_steps, args.seed, args.learn_prompts)
         trainer = build_grpo_trainer(

@@ -74,9 +74,7 @@ def main() -> None:
     model = model.to(torch.bfloat16 if options.device == "cuda" else torch.float32)
     parameters = sum(p.numel() for p in model.parameters())
 
-    from datasets import Dataset
-
-    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": ""}], "seed": i} for i in range(512)])
+    dataset = env_rollout.guess_dataset(512)
     on_cpu = options.device == "cpu"
     with tempfile.TemporaryDirectory() as output_dir:
         args.output_dir, args.vllm_mode, args.report_to, args.max_steps = output_dir, "none", "none", options.steps

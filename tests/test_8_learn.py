@@ -19,6 +19,7 @@ from env_rollout import (
     first_tool_call,
     format_example,
     guess_call_text,
+    guess_dataset,
     learn_config,
     learn_tokenizer,
     learning_trainer_class,
@@ -122,13 +123,12 @@ def test_sampled_success_reports_malformed_calls_separately(tokenizer, turn, mal
 def test_grpo_with_the_learn_tokenizer_keeps_observation_masking_exact(tokenizer, tmp_path):
     """Two GRPO steps through TRL with the merged tokens: tool_mask is checked on every batch, and
     the cached tool suffix gives the tokens TRL itself computes."""
-    from datasets import Dataset
     from trl import GRPOTrainer
 
     model = build_tiny_model(tokenizer)
     thermometer_number_embeddings(model, tokenizer, 8)
     warm_start(model, tokenizer, steps=60, batch=32, closing="")
-    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": ""}], "seed": i} for i in range(8)])
+    dataset = guess_dataset(8)
     config = learn_config(str(tmp_path), steps=2, seed=0, prompts=4)
 
     class Checked(learning_trainer_class(), recording_trainer_class()):
