@@ -22,8 +22,13 @@ $(VENV)/.smoke: requirements-smoke.txt | $(PY)
 	$(PIP) -r requirements-smoke.txt
 	touch $@
 
+# The real Wordle for the tests, where the course's kit lies beside the checkout (its README): the
+# OpenEnv TextArena wheel and its dependencies. Without the kit, the real-game tests skip.
+WORDLE_KIT ?= ../shared/wordle-kit
+
 $(VENV)/.test: requirements-smoke.txt tests/requirements.txt | $(PY)
 	$(PIP) -r tests/requirements.txt
+	if [ -d "$(WORDLE_KIT)" ]; then $(PIP) "openenv-core>=0.3,<0.4" "textarena>=0.7.4,<0.8" $(WORDLE_KIT)/openenv_textarena-*.whl; fi
 	touch $@
 
 $(VENV)/.lint: | $(PY)

@@ -21,16 +21,19 @@ the rehearsal, and --learn (a tiny transformer that learns the game through TRL)
 """
 
 import argparse
+import atexit
 import copy
 import functools
 import inspect
 import json
 import math
 import os
+import queue
 import random
 import socket
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 from typing import NamedTuple
@@ -488,11 +491,13 @@ def run_smoke(args) -> None:
 # =====================================================================================================
 # 6. The full path: Qwen3 + TRL's GRPOTrainer against OpenEnv Wordle
 # =====================================================================================================
-# The same three ideas at scale. The environment is TextArena's Wordle behind an OpenEnv server; the
-# policy is a language model; TRL runs the tool-calling loop, builds `tool_mask` (observation masking,
-# token by token) and computes group-relative advantages. Heavy imports happen inside these functions.
+# The same three ideas at scale. The environment is TextArena's Wordle, played in this process (the
+# default) or behind an OpenEnv server; the policy is a language model; TRL runs the tool-calling loop,
+# builds `tool_mask` (observation masking, token by token) and computes group-relative advantages.
+# Heavy imports happen inside these functions.
 
-WORDLE_URL = "https://openenv-wordle.hf.space"
+WORDLE_URL = "local"  # the default: TextArena's Wordle in this process, no server, no session limit
+WORDLE_SPACE_URL = "https://openenv-wordle.hf.space"  # the hosted Space: one session at a time
 WORDLE_PROMPT = (
     "You are an expert Wordle solver. Find the secret 5-letter English word in at most 6 tries. "
     "Make each guess by calling the tool `guess` with the word in square brackets, like [crane]. "
@@ -500,30 +505,48 @@ WORDLE_PROMPT = (
     "Y = in the word but in another place, X = not in the word.\n\n"
 )
 INVALID_MOVE_MARK = "You attempted an invalid move"  # TextArena's text for a malformed or unknown guess
+VALID_GUESS_MARK = "You submitted"  # TextArena's text for a valid guess that did not win
 SERVER_ATTEMPTS = 3  # tries to open a session; a refused or dropped connection is retried with backoff
 SERVER_BACKOFF_S = 0.5  # first wait between tries, doubled each time
+PREFLIGHT_STALL_S = 30.0  # the preflight gives up when no session has answered for this long
 # Errors that mean "this code and this client do not fit", not "the network or server is busy":
 # they are raised at once, never retried, and never blamed on the server.
 NOT_TRANSIENT = (TypeError, AttributeError, NameError, ImportError, NotImplementedError)
 SERVER_REMEDIES = (
-    "Remedies: the hosted Space serves only a few sessions at once, and training holds one per rollout.\n"
-    "  - duplicate the Space (openenv/wordle) into your own account and pass its URL with --env-url;\n"
-    "  - or run its Docker image locally and pass --env-url http://127.0.0.1:8000;\n"
-    "  - or play the same game in-process, with no server: --env-url local."
+    "Remedies: training holds one session per rollout in flight (32 per training process).\n"
+    "  - play the game in this process, with no server at all: --env-url local (the default);\n"
+    "  - a server you run (the Space's Docker image, or uvicorn textarena_env.server.app:app) holds\n"
+    "    MAX_CONCURRENT_ENVS sessions, 8 unless set: start it with MAX_CONCURRENT_ENVS=32 (or more);\n"
+    "  - the hosted Space holds one session: duplicate it (openenv/wordle) and raise MAX_CONCURRENT_ENVS\n"
+    "    in its settings;\n"
+    "  - sessions of a run that crashed are held until its process is gone: stop it (or restart the server)."
+)
+NLTK_REMEDY = (
+    "TextArena's Wordle needs the `textarena` package and NLTK's word lists. On a machine with internet: "
+    "python -m nltk.downloader words averaged_perceptron_tagger_eng; to use them offline, copy that "
+    "nltk_data folder over and set NLTK_DATA=<folder> (and TEXTARENA_DOWNLOAD_NLTK=0)"
 )
 
 
 class WordleServerError(RuntimeError):
-    """The Wordle server could not be reached or refused a session."""
+    """The Wordle game could not be started: a server unreachable or full, or the local game broken."""
+
+
+class MissingClientError(ImportError):
+    """The OpenEnv TextArena package (module textarena_env) is not installed."""
+
+
+class ModelLoadError(RuntimeError):
+    """The model named by --model could not be loaded."""
 
 
 def import_textarena_env():
     try:
         import textarena_env
     except ImportError as error:
-        raise ImportError(
-            "the Wordle environment needs the OpenEnv TextArena client (module textarena_env): "
-            "pip install -r requirements-full.txt"
+        raise MissingClientError(
+            "the Wordle environment needs the OpenEnv TextArena package (module textarena_env); "
+            "README, 'Installing the Wordle game', says how to install it"
         ) from error
     return textarena_env
 
@@ -537,12 +560,41 @@ def observation_text(observation) -> str:
     return getattr(observation, "prompt", "") or ""
 
 
-class WordleEnv:
-    """TextArena Wordle through OpenEnv, with the environment_factory contract of GuessEnv.
+SEEDING_LOCK = threading.Lock()
 
-    `env_url` is an OpenEnv server (the hosted Space, a duplicate, a local Docker container), or
-    "local" to play the same game in-process. One client (one server session) per instance: TRL pools
+
+def seeded_local_reset(game, seed: int | None):
+    """Reset an in-process TextArena game so that `seed` picks the secret word.
+
+    TextArena draws the secret from Python's global `random`, and OpenEnv's reset() accepts a seed
+    and drops it. So the draw is seeded here, and the process's own random state is put back after:
+    same seed, same word, whatever else the process does with `random`."""
+    if seed is None:
+        return game.reset()
+    with SEEDING_LOCK:
+        saved = random.getstate()
+        random.seed(seed)
+        try:
+            return game.reset()
+        finally:
+            random.setstate(saved)
+
+
+# Sessions the preflight opened, kept for training to take over, so that no session is paid for twice
+# (each new one costs a server about 1.1 s of CPU; an in-process game about 1.8 s). Keyed by env URL.
+PARKED_CLIENTS: dict[str, list] = {}
+
+
+class WordleEnv:
+    """TextArena Wordle, with the environment_factory contract of GuessEnv.
+
+    `env_url` is "local" (the default: the game runs in this process) or an OpenEnv server (a local
+    Docker container or uvicorn, a duplicate of the hosted Space). One game per instance: TRL pools
     instances and calls `reset()` again for each episode, which re-uses the session.
+
+    Rewards: exactly 1.0 for a win; TextArena's partial credit for a game lost at the 6-guess limit;
+    0.0 for a game lost on invalid moves (TextArena ends a game at the second invalid move in a row,
+    and would pay partial credit for it).
     """
 
     def __init__(self, env_url: str = WORDLE_URL):
@@ -551,18 +603,20 @@ class WordleEnv:
         self._seen_text = ""  # what the game has shown so far: feedback is what comes after it
         self._started = False
         self._done = False
+        self._solved = False
         self._reward = 0.0
         self._moves = 0
         self._invalid_moves = 0
 
-    def reset(self, **kwargs) -> str:
-        """Start a new game on this instance's session; return the game's opening text.
-        Dataset columns arrive as keywords and are ignored."""
-        self._started = False  # until the server has answered
-        result = self._reset_with_retries()
+    def reset(self, seed: int | None = None, **kwargs) -> str:
+        """Start a new game; return the game's opening text. The dataset's `seed` column picks the
+        secret word, so the G rollouts of one prompt play the same word (in-process; an OpenEnv
+        server is sent the seed, and today's ignores it). Other columns are ignored."""
+        self._started = False  # until the game has answered
+        result = self._reset_with_retries(seed)
         observation = getattr(result, "observation", result)
         self._seen_text = ""
-        self._started, self._done, self._reward = True, False, 0.0
+        self._started, self._done, self._solved, self._reward = True, False, False, 0.0
         self._moves = self._invalid_moves = 0
         return self._new_text(observation)
 
@@ -573,8 +627,10 @@ class WordleEnv:
             guess: A 5-letter English word in square brackets, for example "[crane]".
 
         Returns:
-            The game's feedback: one mark per letter (G right place, Y wrong place, X not in the word)
-            and the number of guesses left.
+            The game's answer. A valid guess that does not win: the word in capitals, one mark per
+            letter below it (G right place, Y elsewhere in the word, X not in it) and the guesses
+            left. An invalid guess (not a word, wrong length, repeated): the reason, with no guess
+            spent; a second invalid guess in a row ends the game. A game that ends says so.
         """
         if not self._started:
             raise RuntimeError("no game is running: call reset() before guess()")
@@ -597,21 +653,35 @@ class WordleEnv:
             raise ValueError("the game server stopped answering: this game is over") from None
         observation = getattr(result, "observation", result)
         feedback = self._new_text(observation)
-        self._moves += 1
-        if INVALID_MOVE_MARK in feedback:
-            # TextArena pays partial credit even when a game ends on invalid moves: that is no win.
-            self._invalid_moves += 1
-            self._reward = 0.0
-        else:
-            self._reward = float(getattr(result, "reward", None) or 0.0)
+        game_reward = float(getattr(result, "reward", None) or 0.0)
         self._done = bool(getattr(result, "done", False))
+        self._moves += 1
+        # What ended the game is read from the text: a win and a second invalid move both add only
+        # an echo of the guess, but a win pays exactly 1.0; a valid guess says "You submitted".
+        if INVALID_MOVE_MARK in feedback:
+            self._invalid_moves += 1
+        elif self._done and game_reward == 1.0:
+            self._solved = True
+            feedback += "\nYou won: that is the secret word. The game is over."
+        elif self._done and VALID_GUESS_MARK not in feedback:
+            self._invalid_moves += 1
+            feedback += "\nA second invalid guess in a row: you lost. The game is over."
+        elif self._done:
+            feedback += "\nNo guesses left: you lost. The game is over."
+        # A loss on invalid moves earns nothing (TextArena would pay partial credit for it).
+        lost_on_invalid = self._done and not self._solved and VALID_GUESS_MARK not in feedback
+        self._reward = 0.0 if lost_on_invalid or not self._done else game_reward
         return feedback
 
     def get_reward(self) -> float:
-        """The game's reward: exactly 1.0 for a solve, partial credit (below 1) otherwise."""
+        """1.0 for a win, TextArena's partial credit (below 1) for a loss at the limit, else 0.0."""
         return self._reward
 
     # Properties, not methods, so that TRL does not offer them to the model as tools.
+    @property
+    def solved(self) -> bool:
+        return self._solved
+
     @property
     def moves(self) -> int:
         return self._moves
@@ -627,16 +697,21 @@ class WordleEnv:
         return new.strip()
 
     def _open_client(self):
+        parked = PARKED_CLIENTS.get(self._env_url)
+        if parked:
+            return parked.pop()  # opened (and reset) by the preflight
         textarena_env = import_textarena_env()
         if self._env_url == "local":
             from textarena_env.server.environment import TextArenaEnvironment
 
-            return TextArenaEnvironment("Wordle-v0")  # in-process: returns observations, not step results
+            # Offline, NLTK's download attempt only prints an error; TEXTARENA_DOWNLOAD_NLTK=0 skips it.
+            download = os.environ.get("TEXTARENA_DOWNLOAD_NLTK", "1").lower() in ("1", "true")
+            return TextArenaEnvironment("Wordle-v0", download_nltk=download)  # returns observations
         client = textarena_env.TextArenaEnv(base_url=self._env_url)
         # Current OpenEnv clients are async-first; .sync() gives the blocking client TRL's loop needs.
         return client.sync() if hasattr(client, "sync") else client
 
-    def _reset_with_retries(self):
+    def _reset_with_retries(self, seed: int | None):
         error = None
         for attempt in range(SERVER_ATTEMPTS):
             if attempt:
@@ -644,21 +719,25 @@ class WordleEnv:
             try:
                 if self._client is None:
                     self._client = self._open_client()
-                result = self._client.reset()
+                if self._env_url == "local":
+                    result = seeded_local_reset(self._client, seed)
+                else:
+                    result = self._client.reset(**({} if seed is None else {"seed": seed}))
             except NOT_TRANSIENT:
                 raise
             except Exception as exc:  # a dropped connection and a server at capacity look alike here
                 error = exc
                 self._close_client()  # one client per instance: the failed one is closed, not leaked
+                if self._env_url == "local":
+                    break  # a broken install does not mend itself
                 continue
             if inspect.isawaitable(result):
                 result.close()
-                raise TypeError("this textarena_env client is async-only and has no .sync(): upgrade openenv")
+                raise TypeError("this textarena_env client is async-only and has no .sync(): upgrade openenv-core")
             return result
         if self._env_url == "local":
             raise WordleServerError(
-                f"the in-process Wordle game failed ({type(error).__name__}: {error}); it needs the `textarena` "
-                "package and its NLTK word lists, downloaded on first use"
+                f"the in-process Wordle game failed ({type(error).__name__}: {error}).\n{NLTK_REMEDY}"
             ) from error
         raise WordleServerError(
             f"Wordle server {self._env_url}: reset failed {SERVER_ATTEMPTS} times ({type(error).__name__}: {error})\n"
@@ -682,17 +761,13 @@ class WordleEnv:
 # step as rewards/<name>/mean. Wordle's reward mixes wins with partial credit, so the solve rate and
 # the invalid-move rate are the figures to watch.
 def solve_rate(environments, **kwargs) -> list[float]:
-    """1 for a rollout whose game was won (reward exactly 1.0), else 0."""
-    return [1.0 if environment.get_reward() == 1.0 else 0.0 for environment in environments]
+    """1 for a rollout whose game was won, else 0."""
+    return [1.0 if environment.solved else 0.0 for environment in environments]
 
 
 def invalid_move_rate(environments, **kwargs) -> list[float]:
     """The fraction of a rollout's guesses that were invalid moves."""
-    rates = []
-    for environment in environments:
-        moves = getattr(environment, "moves", 0)
-        rates.append(getattr(environment, "invalid_moves", 0) / moves if moves else 0.0)
-    return rates
+    return [env.invalid_moves / env.moves if env.moves else 0.0 for env in environments]
 
 
 def check_server_reachable(env_url: str, timeout_s: float = 5.0) -> None:
@@ -710,30 +785,80 @@ def check_server_reachable(env_url: str, timeout_s: float = 5.0) -> None:
         raise WordleServerError(f"cannot reach the Wordle server at {env_url}: {error}\n{SERVER_REMEDIES}") from None
 
 
-def preflight(env_url: str, sessions: int, timeout_s: float = 60.0) -> float:
-    """Open and reset as many sessions as one generation batch holds, all at once, as training will.
-    Returns the seconds it took; raises WordleServerError (with the remedies) on any refusal."""
-    from concurrent.futures import ThreadPoolExecutor, wait
+def preflight(env_url: str, sessions: int, stall_s: float | None = None) -> tuple[int, float]:
+    """Before any model is loaded, open and reset the sessions training will hold at once, all
+    together, as training will; keep them for training. In-process, one game shows that TextArena
+    and its word lists work (training builds the rest). Returns (sessions opened, seconds); raises
+    WordleServerError, saying how many sessions the server held, if any session fails.
 
+    It waits as long as sessions keep opening (a server spends about a second of CPU on each) and
+    gives up after `stall_s` seconds without progress. It never closes a client whose reset is still
+    pending (that would block its thread for good); those threads are daemons, so the process exits."""
+    stall_s = PREFLIGHT_STALL_S if stall_s is None else stall_s
     check_server_reachable(env_url)
     import_textarena_env()  # a clear install message before any thread starts
     started = time.perf_counter()
-    environments = [WordleEnv(env_url) for _ in range(sessions)]
-    pool = ThreadPoolExecutor(max_workers=min(sessions, 64))
-    futures = [pool.submit(environment.reset) for environment in environments]
-    finished, pending = wait(futures, timeout=timeout_s)
-    pool.shutdown(wait=False, cancel_futures=True)
-    failures = [future.exception() for future in finished if future.exception() is not None]
-    for environment in environments:
-        environment._close_client()
-    if pending or failures:
-        first = failures[0] if failures else f"no answer within {timeout_s:.0f} s"
-        raise WordleServerError(
-            f"preflight: {len(failures) + len(pending)} of {sessions} sessions at {env_url} failed "
-            f"(training needs {sessions} at once). First error: {first}\n{SERVER_REMEDIES}"
-        )
-    return time.perf_counter() - started
+    environments = [WordleEnv(env_url) for _ in range(1 if env_url == "local" else sessions)]
+    answers = queue.Queue()
 
+    def open_session(environment):
+        try:
+            environment.reset()
+            answers.put(None)
+        except BaseException as error:  # noqa: BLE001  (reported below, with the others)
+            answers.put(error)
+
+    for environment in environments:
+        threading.Thread(target=open_session, args=(environment,), daemon=True).start()
+    failures, pending = [], len(environments)
+    while pending:
+        try:
+            answer = answers.get(timeout=stall_s)
+        except queue.Empty:
+            break  # no session answered for stall_s: the rest are counted as failed
+        pending -= 1
+        if answer is not None:
+            failures.append(answer)
+    if failures or pending:
+        held = len(environments) - len(failures) - pending
+        for environment in environments:
+            if environment._started:  # answered: safe to close; a pending one is left to its daemon thread
+                environment._close_client()
+        for failure in failures:
+            if isinstance(failure, NOT_TRANSIENT) or env_url == "local":
+                raise failure  # the code or the install, not the server's capacity
+        if env_url == "local":
+            raise WordleServerError(f"the in-process Wordle game did not start within {stall_s:.0f} s")
+        # A refusal for capacity names itself; depending on timing it may also arrive as a bare
+        # "ConnectionClosedOK" that has lost the reason. Quote the telling one, on one line.
+        telling = [f for f in failures if "capacity" in str(f).lower()] or failures
+        first = str(telling[0]).splitlines()[0] if telling else f"no answer for {stall_s:.0f} s"
+        raise WordleServerError(
+            f"preflight: the Wordle server at {env_url} held {held} of the {sessions} sessions training needs "
+            f"at once ({len(failures)} refused, {pending} unanswered). First error: {first}\n"
+            "A server you run holds MAX_CONCURRENT_ENVS sessions (8 unless set): raise it to at least "
+            f"{sessions} per training process.\n{SERVER_REMEDIES}"
+        )
+    PARKED_CLIENTS.setdefault(env_url, []).extend(environment._client for environment in environments)
+    for environment in environments:
+        environment._client = None  # the client now belongs to the parking lot, not to this instance
+    return len(environments), time.perf_counter() - started
+
+
+@atexit.register
+def close_parked_clients() -> None:
+    """Sessions the preflight opened that training never took over (a failed model load, say)."""
+    for clients in PARKED_CLIENTS.values():
+        while clients:
+            close = getattr(clients.pop(), "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:
+                    pass
+
+
+ROLLOUTS_PER_STEP = 32  # rollouts per optimizer step and process (8 prompts x 4), the reference's
 
 # Hardware tiers. T1: one 24 GB GPU. Full fine-tuning in fp32 with AdamW needs about 16 bytes per
 # parameter (1.72e9 x 16 = 27.5 GB) before vLLM takes its share, so T1 trains LoRA adapters on a
@@ -749,12 +874,17 @@ def grpo_config(args, **overrides):
     for the rehearsal and the memory benchmark, which change the scale but not the shape."""
     from trl import GRPOConfig
 
+    on_gpu = torch.cuda.is_available()  # without one (--vllm-mode none, for debugging): float32, slow
+    # LoRA trains float32 adapters on a frozen bf16 base. Full fine-tuning (rank 0) keeps float32
+    # weights: in bf16, updates at these learning rates round away (README, "The 24 GB plan").
+    dtype = "bfloat16" if on_gpu and args.lora_rank else "float32"
     settings = dict(
         output_dir=args.output_dir,
+        seed=args.seed,
         learning_rate=args.learning_rate,
         num_generations=args.num_generations,
         per_device_train_batch_size=1,
-        gradient_accumulation_steps=32,  # 32 rollouts (8 prompts x 4) per optimizer step
+        gradient_accumulation_steps=ROLLOUTS_PER_STEP,  # 32 rollouts (8 prompts x 4) per optimizer step
         max_completion_length=1024,  # bounds the whole episode: every turn and tool response
         max_tool_calling_iterations=8,
         chat_template_kwargs={"enable_thinking": False},
@@ -772,8 +902,8 @@ def grpo_config(args, **overrides):
         vllm_gpu_memory_utilization=args.vllm_gpu_memory_utilization,
         # Qwen3's own context is 40960 tokens; its KV cache alone would not fit vLLM's 30 % of 24 GB.
         vllm_max_model_length=2048,  # the prompt (about 400 tokens) plus the 1024-token episode
-        bf16=True,
-        model_init_kwargs={"dtype": "bfloat16"},  # TRL would otherwise load float32
+        bf16=on_gpu,  # mixed precision on a GPU
+        model_init_kwargs={"dtype": dtype},  # TRL would otherwise load float32 in every case
         gradient_checkpointing=True,
         reward_weights=[0.0, 0.0],  # `solve_rate` and `invalid_move_rate` are logged, not trained on
     )
@@ -825,8 +955,30 @@ def last_checkpoint(output_dir: str) -> str | None:
     return os.path.join(output_dir, f"checkpoint-{max(steps)}") if steps else None
 
 
+def wordle_dataset(episodes: int, seed: int):
+    """The training prompts: the same instruction each time, and a `seed` column that reaches
+    WordleEnv.reset(**row), so the G rollouts of a prompt play one secret word and different prompts
+    play different ones. Seeds are drawn below EVAL_FIRST_SEED: evaluation games never repeat them."""
+    from datasets import Dataset
+
+    rng = random.Random(seed)
+    prompt = [{"role": "user", "content": WORDLE_PROMPT}]
+    return Dataset.from_list([{"prompt": prompt, "seed": rng.randrange(EVAL_FIRST_SEED)} for _ in range(episodes)])
+
+
 def run_full(args) -> None:
     resolve_tier(args)
+    if args.vllm_mode == "colocate" and not torch.cuda.is_available():
+        raise SystemExit(
+            "--full: vLLM colocated (the default) needs a CUDA GPU, and this machine has none. "
+            "To debug the path on a CPU, slowly, pass --vllm-mode none."
+        )
+    if args.lora_rank == 0 and args.tier == "t1":
+        raise SystemExit(
+            "--lora-rank 0 (full fine-tuning) does not fit tier t1: float32 weights, gradients and Adam "
+            "moments of Qwen3-1.7B take about 27.5 GB, more than the 24 GB card (and bf16 weights would "
+            "round the updates away). Train LoRA adapters (--lora-rank 32), or use a larger GPU (--tier t2)."
+        )
     checkpoint = last_checkpoint(args.output_dir)
     if args.resume and checkpoint is None:
         raise SystemExit(f"--resume: no checkpoint in {args.output_dir}; run without --resume to start")
@@ -835,20 +987,24 @@ def run_full(args) -> None:
             f"{args.output_dir} already holds {checkpoint}: pass --resume to continue it, or another --output-dir"
         )
 
-    # Fail in seconds, before a model is loaded, if the server cannot hold a generation batch: first a
-    # bare connection (before TRL is even imported), then every session this process will hold at once.
+    # Fail in seconds, before a model is loaded, if the game cannot be played: first a bare connection
+    # (before TRL is even imported), then every session this process will hold at once.
     check_server_reachable(args.env_url)
     config = grpo_config(args)
     sessions = config.per_device_train_batch_size * config.steps_per_generation  # rollouts in flight here
-    seconds = preflight(args.env_url, sessions)
-    print(f"preflight: {sessions} Wordle sessions opened and reset at {args.env_url} in {seconds:.1f} s")
+    opened, seconds = preflight(args.env_url, sessions)
+    print(f"preflight: {opened} Wordle sessions opened and reset at {args.env_url} in {seconds:.1f} s")
 
-    from datasets import Dataset
-
-    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": WORDLE_PROMPT}]}] * args.episodes)
-    trainer = build_grpo_trainer(
-        config, args.model, dataset, functools.partial(WordleEnv, args.env_url), lora_rank=args.lora_rank
-    )
+    dataset = wordle_dataset(args.episodes, args.seed)
+    try:
+        trainer = build_grpo_trainer(
+            config, args.model, dataset, functools.partial(WordleEnv, args.env_url), lora_rank=args.lora_rank
+        )
+    except OSError as error:  # what transformers raises for a model it cannot find or download
+        raise ModelLoadError(
+            f"cannot load the model {args.model!r}: {error}\nOffline, pass --model with a local folder that "
+            "holds the model (or set HF_HOME to a cache that has it)."
+        ) from None
     try:
         trainer.train(resume_from_checkpoint=checkpoint if args.resume else None)
     except KeyboardInterrupt:
@@ -1141,6 +1297,8 @@ def rehearsal_config(output_dir: str, steps: int, seed: int, **overrides):
     transformers generation, short episodes, nothing saved or reported."""
     scale = argparse.Namespace(
         output_dir=output_dir,
+        seed=seed,
+        lora_rank=0,
         learning_rate=1e-4,
         num_generations=4,
         max_steps=steps,
@@ -1547,9 +1705,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="a tiny Qwen3 learns GuessEnv through TRL's GRPOTrainer on a CPU (minutes), evaluated before and after",
     )
     parser.set_defaults(mode="smoke")
+    parser.add_argument("--seed", type=int_at_least(0), default=0, help="every mode: seed for training and evaluation")
 
     smoke = parser.add_argument_group("--smoke: the tabular lab")
-    smoke.add_argument("--seed", type=int_at_least(0), default=0, help="seed for training and evaluation")
     smoke.add_argument("--n", type=int_at_least(2), default=8, help="hidden number is in [1, n]")
     smoke.add_argument("--max-turns", type=int_at_least(1), default=3, help="guesses per episode")
     smoke.add_argument("--iterations", type=int_at_least(1), default=50, help="GRPO updates")
@@ -1569,7 +1727,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="t1: Qwen3-1.7B + LoRA on one 24 GB GPU; t2: Qwen3-4B + LoRA on 80 GB",
     )
     full.add_argument("--model", help="model id or path (tier default)")
-    full.add_argument("--env-url", default=WORDLE_URL, help="OpenEnv Wordle server URL, or 'local' to play in-process")
+    full.add_argument(
+        "--env-url", default=WORDLE_URL, help="'local' plays the game in this process; or an OpenEnv Wordle server URL"
+    )
     full.add_argument("--episodes", type=int_at_least(1), default=1000, help="dataset size: prompts to train on")
     full.add_argument("--output-dir", help="checkpoints and the final model (default wordle-grpo-<model>)")
     full.add_argument("--num-generations", type=int_at_least(2), default=4, help="G: rollouts per prompt")
@@ -1631,12 +1791,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.mode not in modes and getattr(args, flag) != defaults[flag]:
             belongs = " and ".join(f"--{mode}" for mode in modes)
             parser.error(f"--{flag.replace('_', '-')} belongs to {belongs}, not --{args.mode}")
-    rollouts_per_step = 32  # the reference configuration: 32 rollouts per optimizer step
-    if args.mode == "full" and rollouts_per_step % args.num_generations:
-        parser.error(f"--num-generations must divide the {rollouts_per_step} rollouts of a step (2, 4, 8, 16 or 32)")
-    if args.mode == "full" and args.episodes < rollouts_per_step // args.num_generations:
+    if args.mode == "full" and ROLLOUTS_PER_STEP % args.num_generations:
+        parser.error(f"--num-generations must divide the {ROLLOUTS_PER_STEP} rollouts of a step (2, 4, 8, 16 or 32)")
+    if args.mode == "full" and args.episodes < ROLLOUTS_PER_STEP // args.num_generations:
         parser.error(
-            f"--episodes must be at least {rollouts_per_step // args.num_generations}, the prompts of one step"
+            f"--episodes must be at least {ROLLOUTS_PER_STEP // args.num_generations}, the prompts of one step"
         )
     if args.mode == "full" and args.vllm_mode == "server" and not args.vllm_server_url:
         parser.error("--vllm-mode server needs --vllm-server-url (the address `trl vllm-serve` listens on)")
@@ -1644,7 +1803,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--vllm-gpu-memory-utilization must be a fraction below 1")
     try:
         {"smoke": run_smoke, "full": run_full, "rehearse": run_rehearse, "learn": run_learn}[args.mode](args)
-    except (SmokeFailure, WordleServerError, ImportError) as failure:
+    except (SmokeFailure, WordleServerError, MissingClientError, ModelLoadError) as failure:
         print(f"{args.mode} FAILED: {failure}", file=sys.stderr)
         return 1
     return 0

@@ -8,6 +8,13 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+# The real Wordle (OpenEnv's TextArena package and the NLTK data it reads), where the course's kit
+# lies beside the checkout; `make test` installs its wheel. Tests of the real game skip without it.
+WORDLE_KIT = os.path.join(os.path.dirname(ROOT), "shared", "wordle-kit")
+if os.path.isdir(os.path.join(WORDLE_KIT, "nltk_data")):
+    os.environ.setdefault("NLTK_DATA", os.path.join(WORDLE_KIT, "nltk_data"))
+    os.environ.setdefault("TEXTARENA_DOWNLOAD_NLTK", "0")  # offline: do not try to download the word lists
+
 
 def run_script(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run env_rollout.py as a user would, from the repository root."""

@@ -57,6 +57,7 @@ class Server:
         self.open_sessions = 0
         self.sessions_opened = 0
         self.resets = 0
+        self.reset_kwargs = []  # what each client reset was sent (the seed, where one was given)
 
     def maybe_fail(self):
         if self.fail_next:
@@ -100,6 +101,7 @@ class Game:
                 f"You submitted [{word}].\nFeedback:\n{' '.join(word.upper())}\n{marks}\nYou have {left} guesses left."
             )
             if word == self.server.secret:
+                new = f"[GAME] [{word}]"  # as in the real game: a win adds only the echo of the guess
                 reward, self.done = 1.0, True
             elif left == 0:
                 reward, self.done = (marks.count("G") + 0.5 * marks.count("Y")) / 5, True
@@ -119,7 +121,8 @@ class Session:
         self.game = None
         self.closed = False
 
-    def _reset(self):
+    def _reset(self, **kwargs):
+        self.server.reset_kwargs.append(kwargs)
         if self.game is None:
             if self.server.open_sessions >= self.server.capacity:
                 raise RuntimeError("503 Server Error: Service Unavailable (session capacity reached)")
@@ -144,8 +147,8 @@ class Session:
 class TextArenaEnv(Session):
     """The current client: async-first; `.sync()` gives the blocking one."""
 
-    async def reset(self):
-        return self._reset()
+    async def reset(self, **kwargs):
+        return self._reset(**kwargs)
 
     async def step(self, action):
         return self._step(action)
@@ -161,8 +164,8 @@ class SyncClient:
     def __init__(self, client):
         self.client = client
 
-    def reset(self):
-        return self.client._reset()
+    def reset(self, **kwargs):
+        return self.client._reset(**kwargs)
 
     def step(self, action):
         return self.client._step(action)
@@ -174,15 +177,15 @@ class SyncClient:
 class AsyncOnlyTextArenaEnv(Session):
     """An async client without .sync(): WordleEnv cannot drive it from TRL's synchronous loop."""
 
-    async def reset(self):
-        return self._reset()
+    async def reset(self, **kwargs):
+        return self._reset(**kwargs)
 
 
 class LegacyTextArenaEnv(Session):
     """An older client: synchronous, with no .sync()."""
 
-    def reset(self):
-        return self._reset()
+    def reset(self, **kwargs):
+        return self._reset(**kwargs)
 
     def step(self, action):
         return self._step(action)
@@ -196,11 +199,11 @@ class TextArenaEnvironment:
 
     server = Server()
 
-    def __init__(self, env_id="Wordle-v0"):
+    def __init__(self, env_id="Wordle-v0", **kwargs):
         assert env_id == "Wordle-v0"
         self.game = Game(self.server)
 
-    def reset(self):
+    def reset(self, **kwargs):
         return self.game.reset()
 
     def step(self, action):

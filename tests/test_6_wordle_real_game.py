@@ -1,0 +1,233 @@
+"""Section 6 against the real game: OpenEnv's TextArena Wordle, in-process and behind its own server.
+
+Needs the package `textarena_env` and NLTK's word lists: `make test` installs the kit's wheel from
+../shared/wordle-kit and conftest points NLTK_DATA at its data. Without them these tests skip; to run
+them elsewhere: pip install openenv-core textarena <the wheel>, and set NLTK_DATA to a folder holding
+`corpora/words` and `taggers/averaged_perceptron_tagger_eng`.
+"""
+
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from conftest import run_script
+
+import env_rollout
+from env_rollout import WordleEnv, WordleServerError, invalid_move_rate, preflight, solve_rate
+
+try:
+    import nltk
+    import textarena_env.server.environment  # noqa: F401
+
+    nltk.data.find("corpora/words")
+    REAL_GAME = None
+except (ImportError, LookupError) as error:
+    REAL_GAME = f"the real Wordle is not installed here ({type(error).__name__}); `make test` installs it from ../shared/wordle-kit"
+pytestmark = pytest.mark.skipif(REAL_GAME is not None, reason=REAL_GAME or "")
+
+VALID_WORDS = ["crane", "slate", "audio", "pious", "brick", "stone", "light", "mound"]
+
+
+@pytest.fixture(scope="module")
+def games():
+    """Eight in-process games (each costs TextArena about 1.8 s to build), re-used through reset()
+    as TRL re-uses its pool."""
+    return [WordleEnv("local") for _ in range(8)]
+
+
+def secret_of(env: WordleEnv) -> str:
+    """The secret word, read from the in-process game's state: tests may peek, the model cannot."""
+    return env._client._ta_env.state.game_state["secret_word"]
+
+
+def test_a_solve_pays_exactly_one_and_ends_the_game(games):
+    env = games[0]
+    env.reset(seed=11)
+    feedback = env.guess(f"[{secret_of(env)}]")
+    assert "You won" in feedback and env.solved
+    assert env.get_reward() == 1.0 and solve_rate([env]) == [1.0] and invalid_move_rate([env]) == [0.0]
+    with pytest.raises(ValueError, match="game is over"):
+        env.guess("[crane]")
+
+
+def test_a_valid_guess_reads_as_the_docstring_says(games):
+    env = games[0]
+    env.reset(seed=12)
+    word = next(w for w in VALID_WORDS if w != secret_of(env))
+    feedback = env.guess(f"[{word}]")
+    assert f"You submitted [{word}]" in feedback and " ".join(word.upper()) in feedback
+    assert "You have 5 guesses left." in feedback
+    marks = feedback.split(" ".join(word.upper()))[1].split()[:5]
+    assert set(marks) <= {"G", "Y", "X"}
+    assert env.get_reward() == 0.0 and not env.solved  # nothing is paid before the game ends
+
+
+def test_a_game_lost_on_two_invalid_moves_pays_nothing_and_counts_both(games):
+    env = games[1]
+    env.reset(seed=13)
+    env.guess(f"[{next(w for w in VALID_WORDS if w != secret_of(env))}]")  # a valid guess: partial credit due
+    assert "invalid move" in env.guess("[zzzzz]")
+    feedback = env.guess("[qqqqq]")  # the second in a row ends the game; TextArena pays partial credit
+    assert "second invalid guess" in feedback and "game is over" in feedback
+    assert env.get_reward() == 0.0 and not env.solved
+    assert (env.moves, env.invalid_moves) == (3, 2)
+    assert solve_rate([env]) == [0.0] and invalid_move_rate([env]) == [pytest.approx(2 / 3)]
+    with pytest.raises(ValueError, match="game is over"):
+        env.guess("[crane]")
+
+
+def test_an_invalid_move_then_a_valid_one_goes_on(games):
+    env = games[1]
+    env.reset(seed=14)
+    assert "invalid move" in env.guess("[abc]")  # wrong length: no guess spent
+    word = next(w for w in VALID_WORDS if w != secret_of(env))
+    assert "You have 5 guesses left." in env.guess(f"[{word}]")
+    assert (env.moves, env.invalid_moves) == (2, 1) and env.get_reward() == 0.0
+
+
+def test_a_game_lost_at_the_guess_limit_is_not_a_solve(games):
+    env = games[2]
+    env.reset(seed=15)
+    words = [w for w in VALID_WORDS if w != secret_of(env)][:6]
+    for word in words[:-1]:
+        env.guess(f"[{word}]")
+    feedback = env.guess(f"[{words[-1]}]")
+    assert "No guesses left" in feedback
+    assert 0.0 <= env.get_reward() < 1.0 and not env.solved and solve_rate([env]) == [0.0]
+    with pytest.raises(ValueError, match="game is over"):
+        env.guess("[crane]")
+
+
+def test_one_seed_one_secret_on_eight_instances_whatever_else_uses_random(games):
+    secrets = []
+    for env in games:
+        random.random()  # the process's own use of Python's random in between
+        env.reset(seed=2024)
+        secrets.append(secret_of(env))
+    assert len(set(secrets)) == 1
+    state = random.getstate()
+    games[0].reset(seed=2024)
+    assert random.getstate() == state  # the seeded draw put the process's random state back
+    different = set()
+    for seed, env in enumerate(games):
+        env.reset(seed=seed)
+        different.add(secret_of(env))
+    assert len(different) > 1
+
+
+def test_reset_starts_clean_on_a_reused_instance(games):
+    env = games[3]
+    env.reset(seed=16)
+    env.guess("[zzzzz]")
+    env.reset(seed=16)
+    assert (env.moves, env.invalid_moves, env.get_reward(), env.solved) == (0, 0, 0.0, False)
+    assert "You have 5 guesses left." in env.guess(f"[{next(w for w in VALID_WORDS if w != secret_of(env))}]")
+
+
+def test_local_preflight_builds_one_game_and_training_takes_it_over(monkeypatch):
+    monkeypatch.setattr(env_rollout, "PARKED_CLIENTS", {})
+    opened, seconds = preflight("local", sessions=32)
+    assert opened == 1 and seconds < 30
+    parked = env_rollout.PARKED_CLIENTS["local"][0]
+    env = WordleEnv("local")
+    env.reset(seed=3)
+    assert env._client is parked and env_rollout.PARKED_CLIENTS["local"] == []
+
+
+def test_local_game_without_word_lists_names_the_nltk_remedy(tmp_path):
+    code = (
+        "import env_rollout\n"
+        "try:\n    env_rollout.preflight('local', sessions=32)\n"
+        "except env_rollout.WordleServerError as error:\n    print('REFUSED', error)\n"
+    )
+    environment = {**os.environ, "NLTK_DATA": str(tmp_path), "TEXTARENA_DOWNLOAD_NLTK": "0"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=env_rollout_root(), env=environment, capture_output=True, text=True, timeout=120
+    )
+    assert "REFUSED" in result.stdout, result.stderr[-2000:]
+    assert "NLTK_DATA" in result.stdout and "nltk.downloader words averaged_perceptron_tagger_eng" in result.stdout
+
+
+def env_rollout_root() -> str:
+    return os.path.dirname(os.path.abspath(env_rollout.__file__))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def small_server():
+    """The real OpenEnv server on loopback, holding 2 sessions at once; stopped after the tests."""
+    port = free_port()
+    environment = {**os.environ, "MAX_CONCURRENT_ENVS": "2", "ENABLE_WEB_INTERFACE": "false"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "textarena_env.server.app:app", "--host", "127.0.0.1", "--port", str(port)],
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                urllib.request.urlopen(url + "/health", timeout=2).read()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail("the Wordle server did not start")
+                time.sleep(0.5)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def test_full_against_a_full_server_fails_fast_naming_max_concurrent_envs(small_server):
+    started = time.perf_counter()
+    result = run_script("--full", "--vllm-mode", "none", "--env-url", small_server, timeout=120)
+    assert time.perf_counter() - started < 60
+    assert result.returncode == 1
+    assert "held 2 of the 32 sessions" in result.stderr and "MAX_CONCURRENT_ENVS" in result.stderr
+    assert "cannot load the model" not in result.stderr  # it stopped before any model
+
+
+def test_a_real_server_plays_through_parked_sessions(small_server, monkeypatch):
+    """After the failed run above exited, its sessions are free again: the preflight opens both, and
+    training's environments play on them over the network."""
+    monkeypatch.setattr(env_rollout, "PARKED_CLIENTS", {})
+    opened, _ = preflight(small_server, sessions=2)
+    assert opened == 2
+    envs = [WordleEnv(small_server), WordleEnv(small_server)]
+    try:
+        for env in envs:
+            assert "Wordle" in env.reset(seed=1)
+        assert env_rollout.PARKED_CLIENTS[small_server] == []  # both sessions taken over, none opened anew
+        assert "invalid move" in envs[0].guess("[zzzzz]")
+        assert "second invalid guess" in envs[0].guess("[qqqqq]") and envs[0].get_reward() == 0.0
+        with pytest.raises(WordleServerError, match="MAX_CONCURRENT_ENVS"):
+            preflight(small_server, sessions=1, stall_s=20)  # a third session does not fit
+    finally:
+        for env in envs:
+            env._close_client()
+
+
+def test_full_offline_passes_the_local_preflight_then_stops_on_the_model_load():
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    result = run_script("--full", "--vllm-mode", "none", "--output-dir", "unused-wordle-run", env=environment, timeout=300)
+    assert result.returncode == 1
+    assert "preflight: 1 Wordle sessions opened and reset at local in" in result.stdout
+    assert "cannot load the model 'Qwen/Qwen3-1.7B'" in result.stderr and "--model" in result.stderr
+    assert not os.path.exists(os.path.join(env_rollout_root(), "unused-wordle-run"))
