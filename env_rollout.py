@@ -16,29 +16,51 @@ Modes:
     python env_rollout.py --rehearse   the --full code path offline on a CPU, with a tiny model
     python env_rollout.py --learn      that tiny model learns the game through TRL, on a CPU, in minutes
 
-Read it top to bottom: environment, policy, rollout and trace, GRPO update, smoke checks, full path,
-the rehearsal, and --learn (a tiny transformer that learns the game through TRL).
+Read it top to bottom: the smoke lab's hyperparameters, then 1. the environment, 2. the policy,
+3. rollout and trace, 4. the GRPO update, 5. the smoke run and its checks, 6. the full path (Wordle,
+TRL), and the command line. The tiny model behind --rehearse and --learn lives beside this file, in
+tiny_qwen.py.
 """
 
 import argparse
 import atexit
-import copy
+import dataclasses
 import functools
 import inspect
-import json
 import math
 import os
 import queue
 import random
 import socket
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
 from typing import NamedTuple
 
 import torch
+
+
+def option(default, help: str, **accepts):
+    """A hyperparameter: its default and its one-line doc. The command line makes a flag of it;
+    `accepts` (at_least=, positive=, fraction=, choices=, ...) says which values the flag takes."""
+    return dataclasses.field(default=default, metadata={"help": help, **accepts})
+
+
+@dataclasses.dataclass
+class SmokeConfig:
+    """--smoke: tabular GRPO on the number-guessing game, on a CPU in seconds, with checks (the default)"""
+
+    seed: int = option(0, "seed for training and evaluation", at_least=0)
+    n: int = option(8, "the hidden number is in [1, n]", at_least=2)
+    max_turns: int = option(3, "guesses per episode", at_least=1)
+    iterations: int = option(50, "GRPO updates", at_least=1)
+    prompts: int = option(12, "prompts (seeds) per update, one group of rollouts each", at_least=1)
+    group: int = option(8, "G: rollouts per prompt", at_least=2)
+    lr: float = option(0.25, "Adam learning rate for the table of logits", positive=True)
+    eval_episodes: int = option(2000, "held-out episodes to measure success on, before and after", at_least=100)
+    plot: str | None = option(None, "write the learning curve to this PNG (needs matplotlib)", metavar="PATH")
+
 
 # =====================================================================================================
 # 1. The environment: guess a hidden number, through one tool
@@ -760,14 +782,19 @@ class WordleEnv:
 # Extra reward functions with weight 0: they change nothing in training, but TRL logs each one every
 # step as rewards/<name>/mean. Wordle's reward mixes wins with partial credit, so the solve rate and
 # the invalid-move rate are the figures to watch.
+# Both work for any environment (GuessEnv makes no invalid moves), so every run logs them.
 def solve_rate(environments, **kwargs) -> list[float]:
-    """1 for a rollout whose game was won, else 0."""
-    return [1.0 if environment.solved else 0.0 for environment in environments]
+    """1 for a rollout whose game was won (reward exactly 1.0: partial credit is no win), else 0."""
+    return [1.0 if environment.get_reward() == 1.0 else 0.0 for environment in environments]
 
 
 def invalid_move_rate(environments, **kwargs) -> list[float]:
     """The fraction of a rollout's guesses that were invalid moves."""
-    return [env.invalid_moves / env.moves if env.moves else 0.0 for env in environments]
+    rates = []
+    for environment in environments:
+        moves = getattr(environment, "moves", 0)
+        rates.append(getattr(environment, "invalid_moves", 0) / moves if moves else 0.0)
+    return rates
 
 
 def check_server_reachable(env_url: str, timeout_s: float = 5.0) -> None:
@@ -858,50 +885,114 @@ def close_parked_clients() -> None:
                     pass
 
 
-ROLLOUTS_PER_STEP = 32  # rollouts per optimizer step and process (8 prompts x 4), the reference's
-
 # Hardware tiers. T1: one 24 GB GPU. Full fine-tuning in fp32 with AdamW needs about 16 bytes per
 # parameter (1.72e9 x 16 = 27.5 GB) before vLLM takes its share, so T1 trains LoRA adapters on a
-# bf16 model (README, "24 GB plan", has the arithmetic). T2: an 80 GB GPU, Qwen3-4B, LoRA as well.
+# bf16 model; vLLM gets 45 % of the card so that its KV cache holds a whole generation batch (README,
+# "The 24 GB plan", has the arithmetic). T2: an 80 GB GPU, Qwen3-4B, LoRA as well.
 TIERS = {
-    "t1": {"model": "Qwen/Qwen3-1.7B", "lora_rank": 32, "learning_rate": 1e-5, "vllm_gpu_memory_utilization": 0.3},
+    "t1": {"model": "Qwen/Qwen3-1.7B", "lora_rank": 32, "learning_rate": 1e-5, "vllm_gpu_memory_utilization": 0.45},
     "t2": {"model": "Qwen/Qwen3-4B", "lora_rank": 64, "learning_rate": 1e-5, "vllm_gpu_memory_utilization": 0.3},
 }
 
 
-def grpo_config(args, **overrides):
-    """The GRPOConfig of the reference configuration (SPEC), with the user's flags; `overrides` are
-    for the rehearsal and the memory benchmark, which change the scale but not the shape."""
+@dataclasses.dataclass
+class FullConfig:
+    """--full: Qwen3 + TRL's GRPOTrainer against OpenEnv Wordle (GPU; unset values come from --tier)"""
+
+    tier: str = option("t1", "t1: Qwen3-1.7B + LoRA on one 24 GB GPU; t2: Qwen3-4B + LoRA on 80 GB", choices=TIERS)
+    model: str | None = option(None, "model id or local folder (tier default)")
+    env_url: str = option(WORDLE_URL, "'local' plays Wordle in this process; or an OpenEnv Wordle server's URL")
+    episodes: int = option(1000, "prompts in the dataset, each with its own secret word", at_least=1)
+    output_dir: str | None = option(None, "checkpoints and the final model (default wordle-grpo-<model>)")
+    seed: int = option(0, "seed for TRL and for the dataset's secret words", at_least=0)
+    num_generations: int = option(4, "G: rollouts per prompt, one group", at_least=2)
+    per_device_train_batch_size: int = option(1, "rollouts per forward and backward pass", at_least=1)
+    gradient_accumulation_steps: int = option(
+        32, "passes per optimizer step: 1 x 32 = 32 rollouts, 8 prompts", at_least=1
+    )
+    learning_rate: float | None = option(None, "learning rate (tier default)", positive=True)
+    lora_rank: int | None = option(None, "LoRA rank; 0 = full fine-tuning in float32 (tier default)", at_least=0)
+    max_completion_length: int = option(1024, "tokens in a whole episode: every turn and tool response", at_least=1)
+    max_tool_calling_iterations: int = option(8, "tool calls per episode (Wordle allows 6 guesses)", at_least=1)
+    max_steps: int = option(-1, "optimizer steps; -1 = one pass over the episodes", steps_or_all=True)
+    save_steps: int = option(10, "checkpoint every this many steps: a crash loses at most these", at_least=1)
+    vllm_mode: str = option(
+        "colocate",
+        "colocate: vLLM shares the GPU; server: `trl vllm-serve`; none: transformers (slow)",
+        choices=("colocate", "server", "none"),
+    )
+    vllm_server_url: str | None = option(None, "with --vllm-mode server: where `trl vllm-serve` listens")
+    vllm_gpu_memory_utilization: float | None = option(
+        None, "colocate: vLLM's share of the GPU (tier default)", fraction=True
+    )
+    # Qwen3's own context is 40960 tokens: a KV cache for it would not fit vLLM's share of 24 GB.
+    vllm_max_model_length: int = option(
+        2048, "vLLM's context: the prompt (about 500 tokens) and the episode", at_least=1
+    )
+    report_to: str = option("none", "where TRL sends its metrics", choices=("none", "trackio", "wandb", "tensorboard"))
+    resume: bool = option(False, "continue from the newest checkpoint in --output-dir")
+
+    @property
+    def rollouts_per_step(self) -> int:
+        return self.per_device_train_batch_size * self.gradient_accumulation_steps
+
+    def __post_init__(self):
+        """Values that are wrong together (each flag alone was checked when it was read)."""
+        if self.rollouts_per_step % self.num_generations:
+            raise ValueError(
+                f"--num-generations {self.num_generations} must divide the {self.rollouts_per_step} rollouts of a step"
+            )
+        if self.episodes < self.rollouts_per_step // self.num_generations:
+            raise ValueError(
+                f"--episodes must be at least {self.rollouts_per_step // self.num_generations}, the prompts of one step"
+            )
+        if self.vllm_mode == "server" and not self.vllm_server_url:
+            raise ValueError("--vllm-mode server needs --vllm-server-url (the address `trl vllm-serve` listens on)")
+
+
+def resolve_tier(config: FullConfig) -> FullConfig:
+    """The flags the user left unset, filled from the chosen tier."""
+    filled = {name: value for name, value in TIERS[config.tier].items() if getattr(config, name) is None}
+    config = dataclasses.replace(config, **filled)
+    if config.output_dir is None:
+        config = dataclasses.replace(
+            config, output_dir="wordle-grpo-" + config.model.rstrip("/").split("/")[-1].lower()
+        )
+    return config
+
+
+def grpo_config(config: FullConfig, **overrides):
+    """TRL's GRPOConfig for a FullConfig; `overrides` are for runs on a CPU (the rehearsal, --learn,
+    the memory benchmark's own check), which change where it runs and what is saved, not the shape."""
     from trl import GRPOConfig
 
     on_gpu = torch.cuda.is_available()  # without one (--vllm-mode none, for debugging): float32, slow
     # LoRA trains float32 adapters on a frozen bf16 base. Full fine-tuning (rank 0) keeps float32
     # weights: in bf16, updates at these learning rates round away (README, "The 24 GB plan").
-    dtype = "bfloat16" if on_gpu and args.lora_rank else "float32"
+    dtype = "bfloat16" if on_gpu and config.lora_rank else "float32"
     settings = dict(
-        output_dir=args.output_dir,
-        seed=args.seed,
-        learning_rate=args.learning_rate,
-        num_generations=args.num_generations,
-        per_device_train_batch_size=1,
-        gradient_accumulation_steps=ROLLOUTS_PER_STEP,  # 32 rollouts (8 prompts x 4) per optimizer step
-        max_completion_length=1024,  # bounds the whole episode: every turn and tool response
-        max_tool_calling_iterations=8,
+        output_dir=config.output_dir,
+        seed=config.seed,
+        learning_rate=config.learning_rate,
+        num_generations=config.num_generations,
+        per_device_train_batch_size=config.per_device_train_batch_size,
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        max_completion_length=config.max_completion_length,
+        max_tool_calling_iterations=config.max_tool_calling_iterations,
         chat_template_kwargs={"enable_thinking": False},
-        max_steps=args.max_steps,
+        max_steps=config.max_steps,
         num_train_epochs=1,  # with max_steps=-1: one pass over the episodes
         logging_steps=1,
         log_completions=True,
         save_strategy="steps",  # a crash or Ctrl-C loses at most the steps since the last save
-        save_steps=args.save_steps,
+        save_steps=config.save_steps,
         save_total_limit=2,
-        report_to=args.report_to,
-        use_vllm=args.vllm_mode != "none",
-        vllm_mode=args.vllm_mode if args.vllm_mode != "none" else "colocate",
-        vllm_server_base_url=args.vllm_server_url,
-        vllm_gpu_memory_utilization=args.vllm_gpu_memory_utilization,
-        # Qwen3's own context is 40960 tokens; its KV cache alone would not fit vLLM's 30 % of 24 GB.
-        vllm_max_model_length=2048,  # the prompt (about 400 tokens) plus the 1024-token episode
+        report_to=config.report_to,
+        use_vllm=config.vllm_mode != "none",
+        vllm_mode=config.vllm_mode if config.vllm_mode != "none" else "colocate",
+        vllm_server_base_url=config.vllm_server_url,
+        vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+        vllm_max_model_length=config.vllm_max_model_length,
         bf16=on_gpu,  # mixed precision on a GPU
         model_init_kwargs={"dtype": dtype},  # TRL would otherwise load float32 in every case
         gradient_checkpointing=True,
@@ -914,8 +1005,8 @@ def grpo_config(args, **overrides):
 def build_grpo_trainer(
     config, model, train_dataset, environment_factory, *, processing_class=None, lora_rank=0, trainer_class=None
 ):
-    """GRPOTrainer with an environment: the one builder that --full, --rehearse and the memory
-    benchmark share. The environment's get_reward() is the training reward (weight 1)."""
+    """GRPOTrainer with an environment: the one builder that --full, --rehearse, --learn and the
+    memory benchmark share. The environment's get_reward() is the training reward (weight 1)."""
     from trl import GRPOTrainer
 
     peft_config = None
@@ -936,25 +1027,6 @@ def build_grpo_trainer(
     )
 
 
-def resolve_tier(args) -> None:
-    """Fill the flags the user left unset from the chosen tier."""
-    for name, value in TIERS[args.tier].items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    if args.output_dir is None:
-        args.output_dir = "wordle-grpo-" + args.model.split("/")[-1].lower()
-
-
-def last_checkpoint(output_dir: str) -> str | None:
-    """The newest checkpoint-<step> folder the trainer saved in output_dir, if any."""
-    steps = [
-        int(name.split("-")[1])
-        for name in (os.listdir(output_dir) if os.path.isdir(output_dir) else [])
-        if name.startswith("checkpoint-") and name.split("-")[1].isdigit()
-    ]
-    return os.path.join(output_dir, f"checkpoint-{max(steps)}") if steps else None
-
-
 def wordle_dataset(episodes: int, seed: int):
     """The training prompts: the same instruction each time, and a `seed` column that reaches
     WordleEnv.reset(**row), so the G rollouts of a prompt play one secret word and different prompts
@@ -966,644 +1038,62 @@ def wordle_dataset(episodes: int, seed: int):
     return Dataset.from_list([{"prompt": prompt, "seed": rng.randrange(EVAL_FIRST_SEED)} for _ in range(episodes)])
 
 
-def run_full(args) -> None:
-    resolve_tier(args)
-    if args.vllm_mode == "colocate" and not torch.cuda.is_available():
+def run_full(config: FullConfig) -> None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    config = resolve_tier(config)
+    if config.vllm_mode == "colocate" and not torch.cuda.is_available():
         raise SystemExit(
             "--full: vLLM colocated (the default) needs a CUDA GPU, and this machine has none. "
             "To debug the path on a CPU, slowly, pass --vllm-mode none."
         )
-    if args.lora_rank == 0 and args.tier == "t1":
+    if config.lora_rank == 0 and config.tier == "t1":
         raise SystemExit(
             "--lora-rank 0 (full fine-tuning) does not fit tier t1: float32 weights, gradients and Adam "
             "moments of Qwen3-1.7B take about 27.5 GB, more than the 24 GB card (and bf16 weights would "
             "round the updates away). Train LoRA adapters (--lora-rank 32), or use a larger GPU (--tier t2)."
         )
-    checkpoint = last_checkpoint(args.output_dir)
-    if args.resume and checkpoint is None:
-        raise SystemExit(f"--resume: no checkpoint in {args.output_dir}; run without --resume to start")
-    if checkpoint and not args.resume:
+    checkpoint = get_last_checkpoint(config.output_dir) if os.path.isdir(config.output_dir) else None
+    if config.resume and checkpoint is None:
+        raise SystemExit(f"--resume: no checkpoint in {config.output_dir}; run without --resume to start")
+    if checkpoint and not config.resume:
         raise SystemExit(
-            f"{args.output_dir} already holds {checkpoint}: pass --resume to continue it, or another --output-dir"
+            f"{config.output_dir} already holds {checkpoint}: pass --resume to continue it, or another --output-dir"
         )
 
     # Fail in seconds, before a model is loaded, if the game cannot be played: first a bare connection
     # (before TRL is even imported), then every session this process will hold at once.
-    check_server_reachable(args.env_url)
-    config = grpo_config(args)
-    sessions = config.per_device_train_batch_size * config.steps_per_generation  # rollouts in flight here
-    opened, seconds = preflight(args.env_url, sessions)
-    print(f"preflight: {opened} Wordle sessions opened and reset at {args.env_url} in {seconds:.1f} s")
+    check_server_reachable(config.env_url)
+    trl_config = grpo_config(config)
+    sessions = trl_config.per_device_train_batch_size * trl_config.steps_per_generation  # rollouts in flight here
+    opened, seconds = preflight(config.env_url, sessions)
+    print(f"preflight: {opened} Wordle sessions opened and reset at {config.env_url} in {seconds:.1f} s")
 
-    dataset = wordle_dataset(args.episodes, args.seed)
+    dataset = wordle_dataset(config.episodes, config.seed)
     try:
         trainer = build_grpo_trainer(
-            config, args.model, dataset, functools.partial(WordleEnv, args.env_url), lora_rank=args.lora_rank
+            trl_config, config.model, dataset, functools.partial(WordleEnv, config.env_url), lora_rank=config.lora_rank
         )
     except OSError as error:  # what transformers raises for a model it cannot find or download
         raise ModelLoadError(
-            f"cannot load the model {args.model!r}: {error}\nOffline, pass --model with a local folder that "
+            f"cannot load the model {config.model!r}: {error}\nOffline, pass --model with a local folder that "
             "holds the model (or set HF_HOME to a cache that has it)."
         ) from None
     try:
-        trainer.train(resume_from_checkpoint=checkpoint if args.resume else None)
+        trainer.train(resume_from_checkpoint=checkpoint if config.resume else None)
     except KeyboardInterrupt:
-        last = last_checkpoint(args.output_dir) or "none yet"
+        last = get_last_checkpoint(config.output_dir) or "none yet"
         raise SystemExit(f"interrupted; last checkpoint: {last}. Continue with --resume.") from None
-    trainer.save_model(args.output_dir)
-    what = "LoRA adapter (merge with peft's merge_and_unload)" if args.lora_rank else "model"
-    print(f"trained {what} saved to {args.output_dir}")
+    trainer.save_model(config.output_dir)
+    what = "LoRA adapter (merge with peft's merge_and_unload)" if config.lora_rank else "model"
+    print(f"trained {what} saved to {config.output_dir}")
 
 
 # =====================================================================================================
-# 7. The rehearsal: the --full code path on a CPU, offline, with a tiny model
+# Command line: one flag per field of the chosen mode's config
 # =====================================================================================================
-# No GPU and no model hub: the rehearsal builds a tokenizer with the `tokenizers` library (carrying
-# TRL's own Qwen3 chat template) and a tiny Qwen3 with random weights, teaches it the tool-call format
-# with a short supervised pass, then runs GRPO steps against GuessEnv through the same builder as
-# --full. It checks on TRL's own batches that tool_mask is 0 exactly on the tokens TRL inserted after
-# each tool call and 1 on every token the model generated.
-
-QWEN3_SPECIAL_TOKENS = [
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<tool_call>",
-    "</tool_call>",
-    "<tool_response>",
-    "</tool_response>",
-    "<think>",
-    "</think>",
-]
-TINY_QWEN3 = dict(
-    hidden_size=64,
-    num_hidden_layers=2,
-    intermediate_size=192,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    head_dim=16,
-    max_position_embeddings=1024,
-    tie_word_embeddings=True,
-)
-
-
-def qwen3_chat_template() -> str:
-    import trl
-
-    with open(os.path.join(os.path.dirname(trl.__file__), "chat_templates", "qwen3.jinja"), encoding="utf-8") as file:
-        return file.read()
-
-
-def guess_call_text(value) -> str:
-    """A tool call as Qwen3 writes it, closed by the end-of-turn token."""
-    return f'<tool_call>\n{{"name": "guess", "arguments": {{"value": {value}}}}}\n</tool_call><|im_end|>'
-
-
-@functools.lru_cache(maxsize=4)
-def training_chat_template(tokenizer) -> str:
-    """The template TRL renders with: for Qwen3, a prefix-preserving variant of the chat template,
-    so that earlier turns render the same whether or not a later message follows."""
-    from trl.chat_template_utils import get_training_chat_template
-
-    return get_training_chat_template(tokenizer) or tokenizer.chat_template
-
-
-def render_prompt_ids(tokenizer, prompt_text: str) -> list[int]:
-    """The prompt tokens exactly as TRL renders them: the tools' schema, the user turn, and the
-    generation prompt (with the empty think block of enable_thinking=False)."""
-    return tokenizer.apply_chat_template(
-        [{"role": "user", "content": prompt_text}],
-        chat_template=training_chat_template(tokenizer),
-        tools=[GuessEnv().guess],
-        add_generation_prompt=True,
-        tokenize=True,
-        return_dict=False,
-        enable_thinking=False,
-    )
-
-
-def tool_response_ids(tokenizer, name: str, content: str) -> list[int]:
-    """The tokens that follow the model's end-of-turn after a tool call: the tool response in its
-    chat-template wrapping and the next assistant header. Rendered as the difference between a
-    conversation with and without the tool message (the same construction TRL uses)."""
-    call = [
-        {"role": "user", "content": "x"},
-        {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [{"type": "function", "function": {"name": name, "arguments": {}}}],
-        },
-    ]
-    template = training_chat_template(tokenizer)
-    before = tokenizer.apply_chat_template(
-        call, chat_template=template, tokenize=True, return_dict=False, enable_thinking=False
-    )
-    after = tokenizer.apply_chat_template(
-        call + [{"role": "tool", "name": name, "content": content}],
-        chat_template=template,
-        add_generation_prompt=True,
-        tokenize=True,
-        return_dict=False,
-        enable_thinking=False,
-    )
-    end = max(i for i, token in enumerate(before) if token == tokenizer.eos_token_id) + 1
-    if after[:end] != before[:end]:
-        raise ValueError("the chat template does not render earlier turns the same way: cannot cut the tool response")
-    return after[end:]
-
-
-@functools.lru_cache(maxsize=64)
-def rendered(tokenizer, prompt_text: str, feedback: str) -> tuple[list[int], list[int]]:
-    """(prompt ids, tool response ids), cached: rendering a chat template takes milliseconds, and an
-    episode of GuessEnv has only a handful of distinct pieces."""
-    return render_prompt_ids(tokenizer, prompt_text), tool_response_ids(tokenizer, "guess", feedback)
-
-
-def random_guess_episode(rng: random.Random) -> Episode:
-    """A GuessEnv episode played with uniformly random guesses: the warm start's data (format, no strategy)."""
-    env = GuessEnv()
-    seed = rng.randrange(10**9)
-    return play_episode(env, lambda belief: rng.randint(1, env.n), seed=seed)
-
-
-def format_example(tokenizer, rng: random.Random, closing: str = "Done.") -> tuple[list[int], list[int]]:
-    """One warm-start example as (token ids, loss weights): each trace entry becomes the tokens TRL
-    would see for it, and keeps its weight: 1 on what the model writes, 0 on the rest. After the last
-    tool response the model writes `closing` and ends its turn (TRL lets it have that last word)."""
-    trace = random_guess_episode(rng).trace
-    prompt_text = trace[0].text
-    ids, weights = [], []
-    for entry in trace:
-        if entry.role == "user":
-            piece = rendered(tokenizer, prompt_text, "")[0]
-        elif entry.role == "assistant":
-            piece = tokenizer.encode(guess_call_text(entry.guess), add_special_tokens=False)
-        else:
-            piece = rendered(tokenizer, prompt_text, entry.text)[1]
-        ids, weights = ids + piece, weights + [entry.weight] * len(piece)
-    closing_ids = tokenizer.encode(closing + tokenizer.eos_token, add_special_tokens=False)
-    return ids + closing_ids, weights + [1] * len(closing_ids)
-
-
-def build_tiny_tokenizer(seed: int = 0):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    template = qwen3_chat_template()
-    # Train byte-level BPE on rendered episodes, so the tool schema and the feedback words are cheap.
-    bootstrap = Tokenizer(models.BPE())
-    bootstrap.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bootstrap.decoder = decoders.ByteLevel()
-    wrapped = PreTrainedTokenizerFast(tokenizer_object=bootstrap)
-    wrapped.chat_template = template
-    rng, corpus = random.Random(seed), []
-    for _ in range(50):
-        messages = []
-        for entry in random_guess_episode(rng).trace:
-            if entry.role == "assistant":
-                call = {"type": "function", "function": {"name": "guess", "arguments": {"value": entry.guess}}}
-                messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
-            elif entry.role == "tool":
-                messages.append({"role": "tool", "name": "guess", "content": entry.text})
-            else:
-                messages.append({"role": "user", "content": entry.text})
-        corpus.append(
-            wrapped.apply_chat_template(messages, tools=[GuessEnv().guess], tokenize=False, enable_thinking=False)
-        )
-    trainer = trainers.BpeTrainer(
-        vocab_size=512,
-        special_tokens=QWEN3_SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    bootstrap.train_from_iterator(corpus, trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bootstrap,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        padding_side="left",
-        additional_special_tokens=QWEN3_SPECIAL_TOKENS[3:],
-    )
-    tokenizer.chat_template = template  # TRL recognises it and sets the Qwen3 response parser itself
-    return tokenizer
-
-
-def build_tiny_model(tokenizer, seed: int = 0, **shape):
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
-    torch.manual_seed(seed)
-    shape = {"vocab_size": len(tokenizer), **TINY_QWEN3, **shape}  # a real shape can be passed instead
-    config = Qwen3Config(
-        bos_token_id=None, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, **shape
-    )
-    return Qwen3ForCausalLM(config)
-
-
-def warm_start(
-    model, tokenizer, steps: int, batch: int = 16, lr: float = 3e-3, seed: int = 0, closing: str = "Done."
-) -> float:
-    """Supervised pass on the exact token sequences TRL generates from; loss only where weight is 1.
-    Returns the final loss."""
-    rng = random.Random(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
-    model.train()
-    for _ in range(steps):
-        examples = [format_example(tokenizer, rng, closing) for _ in range(batch)]
-        width = max(len(ids) for ids, _ in examples)
-        ids = torch.full((batch, width), tokenizer.pad_token_id)
-        weights = torch.zeros(batch, width)
-        for row, (example_ids, example_weights) in enumerate(examples):
-            ids[row, : len(example_ids)] = torch.tensor(example_ids)
-            weights[row, : len(example_weights)] = torch.tensor(example_weights, dtype=torch.float)
-        logits = model(input_ids=ids).logits  # right padding: pads come after the text, and weigh 0
-        token_loss = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
-        loss = (token_loss * weights[:, 1:]).sum() / weights[:, 1:].sum()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    return loss.item()
-
-
-def expected_tool_mask(prompt: list[int], completion: list[int], turns: list[tuple[list[int], list[int]]]):
-    """Rebuild, from the recorded generation turns alone, which completion tokens the model generated
-    (1) and which were inserted after a tool call (0). Returns None if the turns do not explain the
-    completion."""
-    full, mask = prompt + completion, []
-    while len(prompt) + len(mask) < len(full):
-        position = len(prompt) + len(mask)
-        # The turn that continued this sequence: its input is what came before plus the inserted
-        # tokens, and its output follows (cut short if TRL truncated the episode at the length budget).
-        match = next(
-            (
-                (inp, out)
-                for inp, out in turns
-                if len(inp) >= position
-                and full[: len(inp)] == inp
-                and out
-                and full[len(inp) : len(inp) + len(out)] == out[: len(full) - len(inp)]
-            ),
-            None,
-        )
-        if match is None:
-            return None
-        inserted = len(match[0]) - position
-        mask += [0] * inserted + [1] * min(len(match[1]), len(full) - len(match[0]))
-    return mask if len(mask) == len(completion) else None
-
-
-def check_tool_mask_on_batch(batch: dict, turns) -> tuple[int, int]:
-    """Compare TRL's tool_mask with the mask rebuilt from the recorded turns, on every rollout.
-    Returns (masked tokens, trained tokens); raises SmokeFailure on any disagreement."""
-    masked = trained = 0
-    for row in range(batch["completion_ids"].shape[0]):
-        prompt = batch["prompt_ids"][row][batch["prompt_mask"][row].bool()].tolist()
-        length = int(batch["completion_mask"][row].sum())
-        completion = batch["completion_ids"][row][:length].tolist()
-        expected = expected_tool_mask(prompt, completion, turns)
-        check(expected is not None, f"rollout {row}: the recorded generation turns do not explain its completion")
-        actual = batch["tool_mask"][row][:length].tolist()
-        check(
-            actual == expected,
-            f"rollout {row}: tool_mask {actual} differs from the generated/inserted split {expected}",
-        )
-        masked += expected.count(0)
-        trained += expected.count(1)
-    return masked, trained
-
-
-def recording_trainer_class():
-    from trl import GRPOTrainer
-
-    class RecordingGRPOTrainer(GRPOTrainer):
-        """GRPOTrainer that records each generation turn (input ids, generated ids), so that the
-        rehearsal can check TRL's tool_mask on TRL's own batch."""
-
-        def _generate_single_turn(self, prompt_ids, *args, **kwargs):
-            completion_ids, logprobs = super()._generate_single_turn(prompt_ids, *args, **kwargs)
-            self.generated_turns.extend(zip(prompt_ids, completion_ids, strict=True))
-            return completion_ids, logprobs
-
-        def _generate_and_score_completions(self, inputs):
-            self.generated_turns = []
-            batch = super()._generate_and_score_completions(inputs)
-            self.mask_counts.append(check_tool_mask_on_batch(batch, self.generated_turns))
-            return batch
-
-    return RecordingGRPOTrainer
-
-
-def rehearsal_config(output_dir: str, steps: int, seed: int, **overrides):
-    """The --full configuration (grpo_config), scaled down for a CPU: 2 prompts x 4 rollouts a step,
-    transformers generation, short episodes, nothing saved or reported."""
-    scale = argparse.Namespace(
-        output_dir=output_dir,
-        seed=seed,
-        lora_rank=0,
-        learning_rate=1e-4,
-        num_generations=4,
-        max_steps=steps,
-        save_steps=1000,
-        report_to="none",
-        vllm_mode="none",
-        vllm_server_url=None,
-        vllm_gpu_memory_utilization=0.3,
-    )
-    cpu = dict(
-        use_cpu=True,
-        bf16=False,
-        model_init_kwargs=None,
-        gradient_checkpointing=False,
-        per_device_train_batch_size=8,
-        gradient_accumulation_steps=1,
-        max_completion_length=192,
-        log_completions=False,
-        save_strategy="no",
-        disable_tqdm=True,
-        seed=seed,
-    )
-    return grpo_config(scale, **{**cpu, **overrides})
-
-
-def guess_dataset(rows: int):
-    """The training prompts for GuessEnv. Each row is one prompt; its `seed` column reaches
-    GuessEnv.reset(**row), so the G rollouts of a row share one hidden number, as GRPO needs."""
-    from datasets import Dataset
-
-    return Dataset.from_list([{"prompt": [{"role": "user", "content": ""}], "seed": i} for i in range(rows)])
-
-
-def run_rehearse(args) -> None:
-    started = time.perf_counter()
-    torch.set_num_threads(1)  # tiny matrices: a second thread costs more than it saves (measured)
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-
-    tokenizer = build_tiny_tokenizer(args.seed)
-    model = build_tiny_model(tokenizer, args.seed)
-    loss = warm_start(model, tokenizer, steps=args.warm_start_steps, seed=args.seed)
-    print(f"warm start: {args.warm_start_steps} steps on random-guess episodes, final loss {loss:.3f}")
-
-    dataset = guess_dataset(64)
-    with tempfile.TemporaryDirectory(prefix="rehearsal-") as output_dir:
-        config = rehearsal_config(output_dir, args.rehearse_steps, args.seed)
-        trainer = build_grpo_trainer(
-            config, model, dataset, GuessEnv, processing_class=tokenizer, trainer_class=recording_trainer_class()
-        )
-        trainer.mask_counts = []
-        trainer.train()
-
-    history = [entry for entry in trainer.state.log_history if "tools/call_frequency" in entry]
-    rollouts_per_step = config.per_device_train_batch_size * config.gradient_accumulation_steps
-    tool_calls = sum(entry["tools/call_frequency"] for entry in history) * rollouts_per_step  # it is per rollout
-    masked = sum(m for m, _ in trainer.mask_counts)
-    trained = sum(t for _, t in trainer.mask_counts)
-    check(
-        trainer.state.global_step == args.rehearse_steps,
-        f"ran {trainer.state.global_step} GRPO steps, not {args.rehearse_steps}",
-    )
-    check(len(trainer.mask_counts) >= args.rehearse_steps, "the tool_mask check did not run on every batch")
-    check(tool_calls > 0, "the model made no tool call TRL could parse: the warm start did not teach the format")
-    check(masked > 0, "no token was masked: no tool response reached the completions")
-    rewards = [round(entry.get("rewards/GuessEnv/mean", float("nan")), 3) for entry in history]
-    print(
-        f"grpo: {trainer.state.global_step} steps, reward per step {rewards}, {time.perf_counter() - started:.0f} s in all"
-    )
-    print(
-        f"rehearsal ok: steps={trainer.state.global_step} tool_calls={tool_calls:.0f} masked_tokens={masked} trained_tokens={trained}"
-    )
-
-
-# =====================================================================================================
-# 8. A tiny transformer learns: the same GRPOTrainer run, to a real result, on a CPU
-# =====================================================================================================
-# The rehearsal proves the plumbing; --learn makes it teach. The same
-# GRPOTrainer(environment_factory=GuessEnv) run trains a 2-layer, 64-wide Qwen3 (about 0.15 M
-# weights) that reads the tool responses and learns to binary-search. These choices make that fit in
-# minutes on a laptop CPU; each was measured (README, "What limits a tiny model"):
-# - Short episodes. TRL's Qwen3 chat template wraps a 3-guess episode in about 90 tokens of
-#   boilerplate, and a tiny model's attention drowns in it. The tokenizer gets one token for each
-#   constant piece: the prompt, the text around the guessed number, each whole tool response. An
-#   episode becomes 16 tokens and every one of them carries information; the text is unchanged.
-# - Numbers that know their order: the embeddings of 1..n start as a thermometer code, so 4 and 5
-#   look alike from the first step, and 1 and 8 do not.
-# - A format that holds. Every token of a call is trained, not only the number, and Adam's first
-#   steps move every weight by about the full learning rate however small its gradient: at 3e-3
-#   without a warm-up one step can knock the tool-call format over. So: a firm warm start, a
-#   learning-rate warm-up, and after the last tool response the model just ends its turn (a closing
-#   word is one more thing to unlearn; trained to say "Done." there, the model rambled instead).
-
-LEARN_HPARAMS = dict(
-    warm_start_steps=400,  # supervised format steps (batch 32), uniformly random guesses
-    closing="",  # after the last tool response the model just ends its turn: no words to unlearn
-    num_generations=8,  # G: rollouts per prompt
-    learning_rate=3e-3,  # large by LLM standards: the model is tiny and starts from scratch
-    warmup_steps=20,  # linear warm-up, then linear decay to 0 (TRL's default schedule)
-    max_completion_length=32,  # the whole episode: 3 calls of 4 tokens, 3 responses, the closing
-    max_tool_calling_iterations=3,  # GuessEnv allows 3 guesses
-    mask_truncated_completions=True,  # an episode cut off at the budget teaches nothing
-)
-
-
-def learn_tokenizer(seed: int = 0):
-    """build_tiny_tokenizer plus one token for each constant piece of a GuessEnv episode. The
-    rendered text is unchanged, so TRL's tool-call parser and tool_mask see what they always see."""
-    from tokenizers import AddedToken
-
-    tokenizer = build_tiny_tokenizer(seed)
-    before_number, after_number = guess_call_text("#").removesuffix(tokenizer.eos_token).split("#")
-    pieces = [tokenizer.decode(render_prompt_ids(tokenizer, GuessEnv().reset())), before_number, after_number]
-    pieces += [tokenizer.decode(tool_response_ids(tokenizer, "guess", word)) for word in ("higher", "lower", "correct")]
-    # Added tokens match longest-first, so these win over the special tokens inside them.
-    tokenizer.add_tokens([AddedToken(piece, normalized=False, special=False) for piece in pieces])
-    return tokenizer
-
-
-def three_guess_tokens(tokenizer) -> int:
-    """Tokens in the prompt and three calls with their responses: the context a 3-guess episode fills."""
-    prompt_ids, response_ids = rendered(tokenizer, GuessEnv().reset(), "higher")
-    call_ids = tokenizer.encode(guess_call_text(4), add_special_tokens=False)
-    return len(prompt_ids) + 3 * (len(call_ids) + len(response_ids))
-
-
-def thermometer_number_embeddings(model, tokenizer, n: int) -> None:
-    """Dimension j of number k's embedding is +1 if k > j, else -1 (j = 1..n-1): nearby numbers
-    start close, far ones far apart. The other dimensions keep their random values."""
-    embeddings = model.get_input_embeddings().weight
-    with torch.no_grad():
-        for k in range(1, n + 1):
-            (token,) = tokenizer.encode(str(k), add_special_tokens=False)
-            embeddings[token, : n - 1] = torch.tensor([1.0 if k > j else -1.0 for j in range(1, n)])
-
-
-def first_tool_call(text: str):
-    """The Qwen3 tool call in `text` as (name, arguments), or None if there is none. Raises
-    ValueError for a call that is opened but cannot be read."""
-    if "<tool_call>" not in text:
-        return None
-    try:
-        call = json.loads(text.split("<tool_call>", 1)[1].split("</tool_call>", 1)[0])
-        name, arguments = call["name"], call["arguments"]
-    except (json.JSONDecodeError, KeyError, TypeError, IndexError) as error:
-        raise ValueError(f"unreadable tool call: {error}") from None
-    if not isinstance(arguments, dict):
-        raise ValueError("tool call arguments are not an object")
-    return name, arguments
-
-
-@torch.no_grad()
-def sampled_success(
-    model, tokenizer, episodes: int, first_seed: int, max_calls: int = LEARN_HPARAMS["max_tool_calling_iterations"]
-) -> tuple[float, float]:
-    """(success rate, malformed tool calls per episode), sampling from the model (temperature 1, as in
-    training) on seeded GuessEnv episodes, batched turn by turn the way TRL's tool loop runs them:
-    a call is executed and its result, or the environment's error, is appended; a turn without a
-    tool call ends the episode. An episode counts as solved only if the environment says so.
-    Malformed: a call that cannot be read, or that the environment refuses (no turn is spent)."""
-    model.eval()
-    environments = [GuessEnv() for _ in range(episodes)]
-    prompts = [environment.reset(seed=first_seed + i) for i, environment in enumerate(environments)]
-    sequences = [list(rendered(tokenizer, prompt, "")[0]) for prompt in prompts]
-    live, malformed = list(range(episodes)), 0
-    for _ in range(max_calls):
-        if not live:
-            break
-        width = max(len(sequences[i]) for i in live)
-        ids = torch.full((len(live), width), tokenizer.pad_token_id)
-        attention = torch.zeros_like(ids)
-        for row, i in enumerate(live):  # left padding, as for any batched generation
-            ids[row, width - len(sequences[i]) :] = torch.tensor(sequences[i])
-            attention[row, width - len(sequences[i]) :] = 1
-        output = model.generate(
-            input_ids=ids,
-            attention_mask=attention,
-            max_new_tokens=8,  # a call is 4 tokens
-            do_sample=True,
-            temperature=1.0,
-            top_k=0,
-            top_p=1.0,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-        )[:, width:].tolist()
-        still_live = []
-        for row, i in enumerate(live):
-            turn = output[row]
-            if tokenizer.eos_token_id in turn:
-                turn = turn[: turn.index(tokenizer.eos_token_id) + 1]
-            try:
-                call = first_tool_call(tokenizer.decode(turn))
-            except ValueError:
-                malformed += 1
-                continue
-            if call is None:
-                continue  # the model ended the episode
-            name, arguments = call
-            try:
-                if name != "guess":
-                    raise ValueError(f"Tool {name} not found.")
-                result = environments[i].guess(**arguments)
-            except (ValueError, TypeError) as error:  # TRL hands the model {"error": message}
-                malformed += 1
-                result = str({"error": str(error)})
-            if result != "correct":
-                sequences[i] += turn + list(rendered(tokenizer, prompts[i], result)[1])
-                still_live.append(i)
-        live = still_live
-    solved = sum(environment.get_reward() for environment in environments)
-    return solved / episodes, malformed / episodes
-
-
-def learning_trainer_class():
-    from trl import GRPOTrainer
-
-    class LearningGRPOTrainer(GRPOTrainer):
-        """GRPOTrainer that remembers two answers it would otherwise work out again for every rollout:
-        the tokens of a tool response (TRL renders the chat template twice per tool call to find them)
-        and the parse of a generated turn (transformers' response parser, given the turn and what came
-        before it). With a 0.15 M-weight model these took most of a step (measured: README). Both
-        depend only on their inputs, which repeat: 512 rollouts a step share one prompt and a few
-        dozen histories."""
-
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            self._tool_suffix_cache = {}
-            parse, parsed = self._tokenizer.parse_response, {}
-
-            def remembered_parse(response, **given):  # TRL passes prefix= and tools= where supported
-                tools = tuple(getattr(tool, "__name__", None) or repr(tool) for tool in given.get("tools") or ())
-                key = (tuple(response), tuple(given.get("prefix") or ()), tools)
-                if key not in parsed:
-                    parsed[key] = parse(response, **given)
-                return copy.deepcopy(parsed[key])  # TRL edits the message it gets back
-
-            self._tokenizer.parse_response = remembered_parse
-
-        def _get_tool_suffix_ids(self, tool_messages):
-            if not all(isinstance(message["content"], str) for message in tool_messages):
-                return super()._get_tool_suffix_ids(tool_messages)
-            key = tuple((message["name"], message["content"]) for message in tool_messages)
-            if key not in self._tool_suffix_cache:
-                self._tool_suffix_cache[key] = super()._get_tool_suffix_ids(tool_messages)
-            return list(self._tool_suffix_cache[key])
-
-    return LearningGRPOTrainer
-
-
-def learn_config(output_dir: str, steps: int, seed: int, prompts: int):
-    """The rehearsal's configuration with LEARN_HPARAMS: `prompts` groups of G rollouts per step."""
-    trl_settings = {name: value for name, value in LEARN_HPARAMS.items() if name not in ("warm_start_steps", "closing")}
-    batch = prompts * LEARN_HPARAMS["num_generations"]
-    return rehearsal_config(output_dir, steps, seed, per_device_train_batch_size=batch, logging_steps=1, **trl_settings)
-
-
-def run_learn(args) -> None:
-    started = time.perf_counter()
-    torch.set_num_threads(1)  # tiny matrices: a second thread costs more than it saves (measured)
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    hp = LEARN_HPARAMS
-    env = GuessEnv()
-    optimum, random_rate = success_optimum(env.n, env.max_turns), success_random(env.n, env.max_turns)
-    tokenizer = learn_tokenizer(args.seed)
-    model = build_tiny_model(tokenizer, args.seed)
-    thermometer_number_embeddings(model, tokenizer, env.n)
-    print(
-        f"tokenizer: a 3-guess episode is {three_guess_tokens(tokenizer)} tokens "
-        f"({three_guess_tokens(build_tiny_tokenizer(args.seed))} with the rehearsal's tokenizer)"
-    )
-    loss = warm_start(model, tokenizer, hp["warm_start_steps"], batch=32, seed=args.seed, closing=hp["closing"])
-    print(f"warm start: {hp['warm_start_steps']} steps on random-guess episodes, final loss {loss:.3f}")
-    torch.manual_seed(args.seed)  # the evaluation samples: same seeds, same draws, before and after
-    before, malformed_before = sampled_success(model, tokenizer, args.learn_eval_episodes, EVAL_FIRST_SEED)
-    print(f"before GRPO: success {before:.3f}, malformed tool calls per episode {malformed_before:.3f}")
-
-    dataset = guess_dataset(args.learn_prompts * args.learn_steps)  # a fresh prompt for every group
-    with tempfile.TemporaryDirectory(prefix="learn-") as output_dir:
-        config = learn_config(output_dir, args.learn_steps, args.seed, args.learn_prompts)
-        trainer = build_grpo_trainer(
-            config, model, dataset, GuessEnv, processing_class=tokenizer, trainer_class=learning_trainer_class()
-        )
-        grpo_started = time.perf_counter()
-        trainer.train()
-    curve = [entry["reward"] for entry in trainer.state.log_history if "reward" in entry]
-    print(
-        f"grpo: {trainer.state.global_step} steps of {config.per_device_train_batch_size} episodes, "
-        f"batch success first {curve[0]:.3f} last {curve[-1]:.3f}, {time.perf_counter() - grpo_started:.0f} s"
-    )
-    torch.manual_seed(args.seed)
-    after, malformed_after = sampled_success(trainer.model, tokenizer, args.learn_eval_episodes, EVAL_FIRST_SEED)
-    print(f"malformed tool calls per episode before={malformed_before:.3f} after={malformed_after:.3f}")
-    print(f"tiny model success before={before:.3f} after={after:.3f} (optimum {optimum:.3f}, random {random_rate:.3f})")
-    if args.plot:
-        plot_curve(
-            args.plot, curve, optimum, random_rate, title="Tiny Qwen3, TRL GRPOTrainer, GuessEnv", xlabel="GRPO step"
-        )
-        print(f"plot: {args.plot}")
-    print(
-        f"learn: {args.learn_eval_episodes} evaluation episodes each side, {time.perf_counter() - started:.0f} s in all"
-    )
-
-
-# =====================================================================================================
-# Command line: every hyperparameter in one place
-# =====================================================================================================
+# Each mode reads only the fields of its own config (SmokeConfig at the top, FullConfig in section 6,
+# RehearseConfig and LearnConfig in tiny_qwen.py): a flag of another mode is not a flag of this one.
 
 
 def int_at_least(minimum: int):
@@ -1629,6 +1119,13 @@ def positive_float(text: str) -> float:
     return value
 
 
+def fraction_below_one(text: str) -> float:
+    value = positive_float(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction below 1, got {text!r}")
+    return value
+
+
 def steps_or_all(text: str) -> int:
     value = int_at_least(-1)(text)
     if value == 0:
@@ -1636,185 +1133,141 @@ def steps_or_all(text: str) -> int:
     return value
 
 
-# Which flags belong to which mode: a flag given to another mode is refused, not silently ignored.
-MODE_FLAGS = {
-    "smoke": ["n", "max_turns", "iterations", "prompts", "group", "lr", "eval_episodes", "plot"],
-    "full": [
-        "tier",
-        "model",
-        "env_url",
-        "episodes",
-        "output_dir",
-        "num_generations",
-        "learning_rate",
-        "lora_rank",
-        "max_steps",
-        "save_steps",
-        "vllm_mode",
-        "vllm_server_url",
-        "vllm_gpu_memory_utilization",
-        "report_to",
-        "resume",
-    ],
-    "rehearse": ["warm_start_steps", "rehearse_steps"],
-    "learn": ["learn_steps", "learn_prompts", "learn_eval_episodes", "plot"],
-}
+MODES = ("smoke", "full", "rehearse", "learn")
+
+
+def config_class_of(mode: str):
+    """A mode's config class. The tiny-model modes' live in tiny_qwen.py, imported only for them."""
+    if mode in ("rehearse", "learn"):
+        import tiny_qwen
+
+        return {"rehearse": tiny_qwen.RehearseConfig, "learn": tiny_qwen.LearnConfig}[mode]
+    return {"smoke": SmokeConfig, "full": FullConfig}[mode]
+
+
+def flag_of(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows a flag's default only where it has one worth showing (not for modes, switches, unset)."""
+    """Shows a flag's default only where it has one worth showing (not for switches or unset values)."""
 
     def _get_help_string(self, action):
-        if action.default is None or action.const is not None or action.nargs == 0:
+        if action.default is None or action.nargs == 0 or isinstance(action, argparse.BooleanOptionalAction):
             return action.help
         return super()._get_help_string(action)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def config_parser(mode: str, config_class) -> argparse.ArgumentParser:
+    """The flags of one mode, one per field of its config, with the field's default and doc."""
     parser = argparse.ArgumentParser(
-        description="Agentic RL in one file: a tool environment, GRPO, observation masking.",
+        prog=f"env_rollout.py --{mode}",
+        description=config_class.__doc__,
         formatter_class=HelpFormatter,
+        allow_abbrev=False,
+        add_help=False,
     )
-    modes = parser.add_mutually_exclusive_group()
-    modes.add_argument(
-        "--smoke",
-        dest="mode",
-        action="store_const",
-        const="smoke",
-        help="tabular GRPO on the number-guessing game, on a CPU in seconds, with checks (default)",
-    )
-    modes.add_argument(
-        "--full",
-        dest="mode",
-        action="store_const",
-        const="full",
-        help="train Qwen3 with TRL's GRPOTrainer against OpenEnv Wordle (GPU, requirements-full.txt)",
-    )
-    modes.add_argument(
-        "--rehearse",
-        dest="mode",
-        action="store_const",
-        const="rehearse",
-        help="the --full code path on a CPU, offline: tiny Qwen3, GuessEnv, TRL's tool loop, checks",
-    )
-    modes.add_argument(
-        "--learn",
-        dest="mode",
-        action="store_const",
-        const="learn",
-        help="a tiny Qwen3 learns GuessEnv through TRL's GRPOTrainer on a CPU (minutes), evaluated before and after",
-    )
-    parser.set_defaults(mode="smoke")
-    parser.add_argument("--seed", type=int_at_least(0), default=0, help="every mode: seed for training and evaluation")
-
-    smoke = parser.add_argument_group("--smoke: the tabular lab")
-    smoke.add_argument("--n", type=int_at_least(2), default=8, help="hidden number is in [1, n]")
-    smoke.add_argument("--max-turns", type=int_at_least(1), default=3, help="guesses per episode")
-    smoke.add_argument("--iterations", type=int_at_least(1), default=50, help="GRPO updates")
-    smoke.add_argument("--prompts", type=int_at_least(1), default=12, help="prompts (seeds) per update, one group each")
-    smoke.add_argument("--group", type=int_at_least(2), default=8, help="G: rollouts per prompt")
-    smoke.add_argument("--lr", type=positive_float, default=0.25, help="Adam learning rate for the logit table")
-    smoke.add_argument("--eval-episodes", type=int_at_least(100), default=2000, help="episodes to measure success on")
-    smoke.add_argument(
-        "--plot", metavar="PATH", help="--smoke and --learn: write the learning curve as a PNG (needs matplotlib)"
-    )
-
-    full = parser.add_argument_group("--full: TRL GRPOTrainer on OpenEnv Wordle (unset values come from --tier)")
-    full.add_argument(
-        "--tier",
-        choices=sorted(TIERS),
-        default="t1",
-        help="t1: Qwen3-1.7B + LoRA on one 24 GB GPU; t2: Qwen3-4B + LoRA on 80 GB",
-    )
-    full.add_argument("--model", help="model id or path (tier default)")
-    full.add_argument(
-        "--env-url", default=WORDLE_URL, help="'local' plays the game in this process; or an OpenEnv Wordle server URL"
-    )
-    full.add_argument("--episodes", type=int_at_least(1), default=1000, help="dataset size: prompts to train on")
-    full.add_argument("--output-dir", help="checkpoints and the final model (default wordle-grpo-<model>)")
-    full.add_argument("--num-generations", type=int_at_least(2), default=4, help="G: rollouts per prompt")
-    full.add_argument("--learning-rate", type=positive_float, help="learning rate (tier default)")
-    full.add_argument("--lora-rank", type=int_at_least(0), help="LoRA rank; 0 = full fine-tuning (tier default)")
-    full.add_argument(
-        "--max-steps", type=steps_or_all, default=-1, help="optimizer steps; -1 = one pass over the episodes"
-    )
-    full.add_argument("--save-steps", type=int_at_least(1), default=10, help="checkpoint every this many steps")
-    full.add_argument(
-        "--vllm-mode",
-        choices=["colocate", "server", "none"],
-        default="colocate",
-        help="colocate: vLLM shares the GPU; server: `trl vllm-serve` elsewhere; none: transformers generate",
-    )
-    full.add_argument("--vllm-server-url", help="with --vllm-mode server: the vLLM server, e.g. http://10.0.0.2:8000")
-    full.add_argument(
-        "--vllm-gpu-memory-utilization", type=positive_float, help="colocate: vLLM's share of the GPU (tier default)"
-    )
-    full.add_argument(
-        "--report-to",
-        choices=["none", "trackio", "wandb", "tensorboard"],
-        default="none",
-        help="where TRL sends its metrics",
-    )
-    full.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
-
-    rehearse = parser.add_argument_group("--rehearse: the --full path offline on a CPU")
-    rehearse.add_argument("--warm-start-steps", type=int_at_least(1), default=150, help="supervised format steps")
-    rehearse.add_argument("--rehearse-steps", type=int_at_least(1), default=4, help="GRPO steps through TRL")
-
-    learn = parser.add_argument_group(
-        "--learn: a tiny transformer learns GuessEnv through TRL (the rest: LEARN_HPARAMS)"
-    )
-    learn.add_argument("--learn-steps", type=int_at_least(1), default=200, help="GRPO steps")
-    learn.add_argument(
-        "--learn-prompts", type=int_at_least(1), default=64, help="prompts per GRPO step (x G=8 rollouts)"
-    )
-    learn.add_argument(
-        "--learn-eval-episodes", type=int_at_least(100), default=400, help="held-out episodes, before and after GRPO"
-    )
+    for field in dataclasses.fields(config_class):
+        accepts = dict(field.metadata)
+        kwargs = {"default": field.default, "help": accepts.pop("help"), "dest": field.name}
+        kinds = {"at_least": "N", "steps_or_all": "N", "positive": "X", "fraction": "X"}
+        kwargs["metavar"] = accepts.pop("metavar", next((kinds[k] for k in kinds if k in accepts), "TEXT"))
+        if isinstance(field.default, bool):
+            kwargs["action"] = argparse.BooleanOptionalAction if field.default else "store_true"
+            del kwargs["metavar"]
+        elif "choices" in accepts:
+            kwargs["choices"] = list(accepts.pop("choices"))
+            del kwargs["metavar"]
+        elif "at_least" in accepts:
+            kwargs["type"] = int_at_least(accepts.pop("at_least"))
+        elif accepts.pop("positive", False):
+            kwargs["type"] = positive_float
+        elif accepts.pop("fraction", False):
+            kwargs["type"] = fraction_below_one
+        elif accepts.pop("steps_or_all", False):
+            kwargs["type"] = steps_or_all
+        parser.add_argument(flag_of(field.name), **kwargs)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.plot:
+def mode_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="env_rollout.py",
+        description="Agentic RL in one file: a tool environment, GRPO, observation masking.",
+        allow_abbrev=False,
+        add_help=False,
+    )
+    modes = parser.add_mutually_exclusive_group()
+    for mode in MODES:
+        modes.add_argument(flag_of(mode), dest="mode", action="store_const", const=mode)
+    parser.add_argument("-h", "--help", action="store_true")
+    parser.set_defaults(mode="smoke")
+    return parser
+
+
+def full_help() -> str:
+    lines = [
+        "usage: env_rollout.py [--smoke | --full | --rehearse | --learn] [flags of that mode]",
+        "",
+        "Agentic RL in one file: a tool environment, GRPO, observation masking.",
+    ]
+    for mode in MODES:
+        text = config_parser(mode, config_class_of(mode)).format_help()
+        lines += ["", "=" * 100, text.rstrip()]
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None):
+    """(mode, config): the mode flag first, then that mode's own flags, read into its config."""
+    chooser = mode_parser()
+    chosen, rest = chooser.parse_known_args(argv)
+    if chosen.help:
+        print(full_help())
+        raise SystemExit(0)
+    config_class = config_class_of(chosen.mode)
+    parser = config_parser(chosen.mode, config_class)
+    values, unknown = parser.parse_known_args(rest)
+    for word in unknown:
+        flag = word.split("=")[0]
+        owners = [f"--{mode}" for mode in MODES if flag in map(flag_of, fields_of(config_class_of(mode)))]
+        if owners:
+            parser.error(f"{flag} belongs to {' and '.join(owners)}, not --{chosen.mode}")
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    try:
+        config = config_class(**vars(values))
+    except ValueError as error:
+        parser.error(str(error))
+    if getattr(config, "plot", None):
         try:
             import matplotlib  # noqa: F401  (only --plot needs it)
         except ImportError:
             parser.error("--plot needs matplotlib, which is not installed: pip install matplotlib")
-    defaults = vars(parser.parse_args([]))
-    owners = {}
-    for mode, flags in MODE_FLAGS.items():
-        for flag in flags:
-            owners.setdefault(flag, []).append(mode)
-    for flag, modes in owners.items():
-        if args.mode not in modes and getattr(args, flag) != defaults[flag]:
-            belongs = " and ".join(f"--{mode}" for mode in modes)
-            parser.error(f"--{flag.replace('_', '-')} belongs to {belongs}, not --{args.mode}")
-    if args.mode == "full" and ROLLOUTS_PER_STEP % args.num_generations:
-        parser.error(f"--num-generations must divide the {ROLLOUTS_PER_STEP} rollouts of a step (2, 4, 8, 16 or 32)")
-    if args.mode == "full" and args.episodes < ROLLOUTS_PER_STEP // args.num_generations:
-        parser.error(
-            f"--episodes must be at least {ROLLOUTS_PER_STEP // args.num_generations}, the prompts of one step"
-        )
-    if args.mode == "full" and args.vllm_mode == "server" and not args.vllm_server_url:
-        parser.error("--vllm-mode server needs --vllm-server-url (the address `trl vllm-serve` listens on)")
-    if args.mode == "full" and args.vllm_gpu_memory_utilization is not None and args.vllm_gpu_memory_utilization >= 1:
-        parser.error("--vllm-gpu-memory-utilization must be a fraction below 1")
+    return chosen.mode, config
+
+
+def fields_of(config_class) -> list[str]:
+    return [field.name for field in dataclasses.fields(config_class)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    mode, config = parse_args(argv)
+    if mode in ("rehearse", "learn"):
+        import tiny_qwen
+
+        run = {"rehearse": tiny_qwen.run_rehearse, "learn": tiny_qwen.run_learn}[mode]
+    else:
+        run = {"smoke": run_smoke, "full": run_full}[mode]
     try:
-        {"smoke": run_smoke, "full": run_full, "rehearse": run_rehearse, "learn": run_learn}[args.mode](args)
+        run(config)
     except (SmokeFailure, WordleServerError, MissingClientError, ModelLoadError) as failure:
-        print(f"{args.mode} FAILED: {failure}", file=sys.stderr)
+        print(f"{mode} FAILED: {failure}", file=sys.stderr)
         return 1
     return 0
 
 
 if __name__ == "__main__":
-    exit_code = main()
-    if build_parser().parse_args().mode == "smoke":
-        # The interpreter's teardown takes about 0.5 s once torch is loaded (measured), longer than the
-        # whole lesson. --smoke leaves no file, thread or server open, so it leaves at once.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(exit_code)
-    sys.exit(exit_code)
+    # tiny_qwen.py imports this file as the module `env_rollout`. Run that module's main(), so that
+    # its classes (the exceptions main() catches among them) exist once, not as two copies.
+    import env_rollout
+
+    sys.exit(env_rollout.main())

@@ -14,6 +14,7 @@ generation KV cache, which in a colocated run lives inside vLLM's share: the sum
 """
 
 import argparse
+import dataclasses
 import os
 import sys
 import tempfile
@@ -25,6 +26,7 @@ sys.path.insert(0, ROOT)
 import torch  # noqa: E402
 
 import env_rollout  # noqa: E402
+import tiny_qwen  # noqa: E402
 
 QWEN3_VOCAB = 151936
 SHAPES = {
@@ -46,7 +48,7 @@ SHAPES = {
         head_dim=128,
         max_position_embeddings=40960,
     ),
-    "tiny": dict(env_rollout.TINY_QWEN3, max_position_embeddings=2048),
+    "tiny": dict(tiny_qwen.TINY_QWEN3, max_position_embeddings=2048),
 }
 
 
@@ -62,32 +64,26 @@ def main() -> None:
         raise SystemExit("no CUDA GPU here: run this on a GPU, or check the script with --shape tiny --device cpu")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
-    args = env_rollout.build_parser().parse_args(["--full", "--tier", options.tier])
-    env_rollout.resolve_tier(args)
+    args = env_rollout.resolve_tier(env_rollout.FullConfig(tier=options.tier))
     if options.device == "cuda":
         total = torch.cuda.get_device_properties(0).total_memory
         torch.cuda.set_per_process_memory_fraction(min(1.0, options.cap_gb * 2**30 / total))
         torch.cuda.reset_peak_memory_stats()
 
-    tokenizer = env_rollout.build_tiny_tokenizer()
-    model = env_rollout.build_tiny_model(tokenizer, vocab_size=QWEN3_VOCAB, rope_theta=1e6, **SHAPES[options.shape])
+    tokenizer = tiny_qwen.build_tiny_tokenizer()
+    model = tiny_qwen.build_tiny_model(tokenizer, vocab_size=QWEN3_VOCAB, rope_theta=1e6, **SHAPES[options.shape])
     model = model.to(torch.bfloat16 if options.device == "cuda" else torch.float32)
     parameters = sum(p.numel() for p in model.parameters())
 
-    dataset = env_rollout.guess_dataset(512)
+    dataset = tiny_qwen.guess_dataset(512)
     on_cpu = options.device == "cpu"
     with tempfile.TemporaryDirectory() as output_dir:
-        args.output_dir, args.vllm_mode, args.report_to, args.max_steps = output_dir, "none", "none", options.steps
+        # --full's configuration, with transformers generation (vLLM's share is added on paper below).
+        args = dataclasses.replace(args, output_dir=output_dir, vllm_mode="none", max_steps=options.steps)
         overrides = dict(save_strategy="no", log_completions=False, disable_tqdm=True)
         if on_cpu:  # the script's own check: same path, toy sizes
-            overrides.update(
-                use_cpu=True,
-                bf16=False,
-                gradient_accumulation_steps=4,
-                max_completion_length=16,
-                num_generations=2,
-                gradient_checkpointing=False,
-            )
+            args = dataclasses.replace(args, gradient_accumulation_steps=4, max_completion_length=16, num_generations=2)
+            overrides.update(use_cpu=True, bf16=False, gradient_checkpointing=False)
         config = env_rollout.grpo_config(args, **overrides)
         trainer = env_rollout.build_grpo_trainer(
             config, model, dataset, env_rollout.GuessEnv, processing_class=tokenizer, lora_rank=args.lora_rank

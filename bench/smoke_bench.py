@@ -37,7 +37,7 @@ def main() -> None:
     print(f"learning over seeds 0..{options.seeds - 1} (default hyperparameters, 2000 evaluation episodes each)")
     afters, befores, train_seconds = [], [], []
     for seed in range(options.seeds):
-        args = env_rollout.build_parser().parse_args(["--seed", str(seed)])
+        args = env_rollout.SmokeConfig(seed=seed)
         before, after, result = env_rollout.train_and_evaluate(args)
         befores.append(before)
         afters.append(after)

@@ -7,12 +7,12 @@ import torch
 
 from env_rollout import (
     GuessEnv,
+    SmokeConfig,
     SmokeFailure,
     TabularSampler,
     TraceEntry,
     belief_states,
     binary_search_guess,
-    build_parser,
     check_masking,
     episode_log_probs,
     group_advantages,
@@ -110,7 +110,7 @@ def test_the_loss_reads_the_trace_weights():
 
 
 def test_training_is_deterministic_and_keeps_every_trace():
-    args = build_parser().parse_args(["--iterations", "5", "--seed", "3"])
+    args = SmokeConfig(iterations=5, seed=3)
     first, second = train_tabular_grpo(args), train_tabular_grpo(args)
     assert torch.equal(first["logits"], second["logits"])
     assert len(first["curve"]) == 5

@@ -245,7 +245,7 @@ def test_preflight_fails_when_the_server_cannot_hold_the_batch(monkeypatch, list
 def test_preflight_waits_on_progress_and_never_closes_a_pending_client(monkeypatch, listening_url):
     """A server that stops answering: the preflight gives up after the stall allowance, closes only
     the clients that answered, and leaves the pending one to a daemon thread (the process can exit)."""
-    server = textarena_double.install(monkeypatch, textarena_double.Server(capacity=32))
+    textarena_double.install(monkeypatch, textarena_double.Server(capacity=32))
     release, lock, calls = threading.Event(), threading.Lock(), []
     real_reset = textarena_double.Session._reset
 
@@ -296,7 +296,7 @@ def test_full_cli_fails_fast_on_a_dead_server_without_loading_a_model():
         (["--full", "--num-generations", "1"], "--num-generations: must be a whole number >= 2"),
         (["--full", "--vllm-gpu-memory-utilization", "1.5"], "must be a fraction below 1"),
         (["--full", "--smoke"], "not allowed with argument"),
-        (["--full", "--num-generations", "3"], "--num-generations must divide the 32 rollouts"),
+        (["--full", "--num-generations", "3"], "--num-generations 3 must divide the 32 rollouts"),
         (["--full", "--episodes", "7"], "--episodes must be at least 8"),
         (["--full", "--max-steps", "0"], "--max-steps: must be a whole number >= 1, or -1"),
         (["--full", "--iterations", "5"], "--iterations belongs to --smoke, not --full"),
@@ -319,8 +319,9 @@ def test_resume_without_a_checkpoint_is_refused(tmp_path):
 def test_existing_checkpoint_needs_resume(tmp_path):
     (tmp_path / "checkpoint-20").mkdir()
     (tmp_path / "checkpoint-100").mkdir()
-    assert env_rollout.last_checkpoint(str(tmp_path)).endswith("checkpoint-100")
-    result = run_script("--full", "--vllm-mode", "none", "--output-dir", str(tmp_path), "--env-url", "http://127.0.0.1:9")
+    result = run_script(
+        "--full", "--vllm-mode", "none", "--output-dir", str(tmp_path), "--env-url", "http://127.0.0.1:9"
+    )
     assert result.returncode != 0 and "--resume" in result.stderr
 
 
@@ -338,11 +339,12 @@ def test_full_fine_tuning_on_t1_is_refused_with_the_reason():
 
 
 def test_seed_reaches_trl_and_the_dataset(monkeypatch):
-    args = env_rollout.build_parser().parse_args(["--full", "--vllm-mode", "none", "--seed", "7"])
-    env_rollout.resolve_tier(args)
-    assert env_rollout.grpo_config(args).seed == 7
+    mode, config = env_rollout.parse_args(["--full", "--vllm-mode", "none", "--seed", "7"])
+    assert mode == "full" and env_rollout.grpo_config(env_rollout.resolve_tier(config)).seed == 7
     rows = env_rollout.wordle_dataset(16, seed=7)
-    assert rows["seed"] == env_rollout.wordle_dataset(16, seed=7)["seed"] != env_rollout.wordle_dataset(16, seed=8)["seed"]
+    assert (
+        rows["seed"] == env_rollout.wordle_dataset(16, seed=7)["seed"] != env_rollout.wordle_dataset(16, seed=8)["seed"]
+    )
     assert len(set(rows["seed"])) == 16 and max(rows["seed"]) < env_rollout.EVAL_FIRST_SEED
 
 

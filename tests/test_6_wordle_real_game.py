@@ -147,7 +147,12 @@ def test_local_game_without_word_lists_names_the_nltk_remedy(tmp_path):
     )
     environment = {**os.environ, "NLTK_DATA": str(tmp_path), "TEXTARENA_DOWNLOAD_NLTK": "0"}
     result = subprocess.run(
-        [sys.executable, "-c", code], cwd=env_rollout_root(), env=environment, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code],
+        cwd=env_rollout_root(),
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert "REFUSED" in result.stdout, result.stderr[-2000:]
     assert "NLTK_DATA" in result.stdout and "nltk.downloader words averaged_perceptron_tagger_eng" in result.stdout
@@ -226,7 +231,9 @@ def test_a_real_server_plays_through_parked_sessions(small_server, monkeypatch):
 
 def test_full_offline_passes_the_local_preflight_then_stops_on_the_model_load():
     environment = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    result = run_script("--full", "--vllm-mode", "none", "--output-dir", "unused-wordle-run", env=environment, timeout=300)
+    result = run_script(
+        "--full", "--vllm-mode", "none", "--output-dir", "unused-wordle-run", env=environment, timeout=300
+    )
     assert result.returncode == 1
     assert "preflight: 1 Wordle sessions opened and reset at local in" in result.stdout
     assert "cannot load the model 'Qwen/Qwen3-1.7B'" in result.stderr and "--model" in result.stderr

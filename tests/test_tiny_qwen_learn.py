@@ -1,4 +1,4 @@
-"""Section 8: --learn's pieces (the short-episode tokenizer, the thermometer embeddings, the sampled
+"""tiny_qwen.py, --learn's pieces (the short-episode tokenizer, the thermometer embeddings, the sampled
 evaluation, the cached tool suffix) and the mode itself."""
 
 import os
@@ -14,6 +14,11 @@ from env_rollout import (
     GuessEnv,
     binary_search_guess,
     build_grpo_trainer,
+    success_rate,
+    update_belief,
+)
+from tiny_qwen import (
+    LearnConfig,
     build_tiny_model,
     build_tiny_tokenizer,
     first_tool_call,
@@ -26,10 +31,8 @@ from env_rollout import (
     recording_trainer_class,
     render_prompt_ids,
     sampled_success,
-    success_rate,
     thermometer_number_embeddings,
     three_guess_tokens,
-    update_belief,
     warm_start,
 )
 
@@ -129,7 +132,7 @@ def test_grpo_with_the_learn_tokenizer_keeps_observation_masking_exact(tokenizer
     thermometer_number_embeddings(model, tokenizer, 8)
     warm_start(model, tokenizer, steps=60, batch=32, closing="")
     dataset = guess_dataset(8)
-    config = learn_config(str(tmp_path), steps=2, seed=0, prompts=4)
+    config = learn_config(LearnConfig(learn_steps=2, learn_prompts=4), str(tmp_path))
 
     class Checked(learning_trainer_class(), recording_trainer_class()):
         pass

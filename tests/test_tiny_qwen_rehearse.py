@@ -1,4 +1,4 @@
-"""Section 7: the rehearsal's pieces, WordleEnv driven through TRL's trainer, and --rehearse itself."""
+"""tiny_qwen.py, the rehearsal: its pieces, WordleEnv driven through TRL's trainer, and --rehearse itself."""
 
 import re
 
@@ -13,6 +13,9 @@ from env_rollout import (
     SmokeFailure,
     WordleEnv,
     build_grpo_trainer,
+)
+from tiny_qwen import (
+    RehearseConfig,
     build_tiny_model,
     build_tiny_tokenizer,
     check_tool_mask_on_batch,
@@ -101,7 +104,7 @@ def test_wordle_env_through_trl_for_one_step(monkeypatch, tokenizer, tmp_path):
     from datasets import Dataset
 
     dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": env_rollout.WORDLE_PROMPT}]}] * 8)
-    config = rehearsal_config(str(tmp_path), steps=1, seed=0, num_generations=2)
+    config = rehearsal_config(RehearseConfig(rehearse_steps=1, num_generations=2), str(tmp_path))
     trainer = build_grpo_trainer(
         config,
         build_tiny_model(tokenizer),
@@ -135,7 +138,7 @@ def test_guess_env_is_a_valid_environment_factory(tokenizer, tmp_path):
 
     dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": ""}], "seed": 0}] * 8)
     trainer = build_grpo_trainer(
-        rehearsal_config(str(tmp_path), 1, 0),
+        rehearsal_config(RehearseConfig(rehearse_steps=1), str(tmp_path)),
         build_tiny_model(tokenizer),
         dataset,
         GuessEnv,

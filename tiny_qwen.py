@@ -1,0 +1,663 @@
+"""tiny_qwen.py: a tiny Qwen3 through TRL on a CPU, offline. Beside env_rollout.py, not in it.
+
+env_rollout.py teaches the lesson and holds the --full path. This module holds the machinery that
+lets a laptop run that path without a GPU or a model hub, imported only by the modes that need it:
+
+- `--rehearse`: a byte-level BPE tokenizer with Qwen3's special tokens and TRL's Qwen3 chat template,
+  a tiny Qwen3 with random weights, a supervised warm start on the tool-call format, and a few GRPO
+  steps against GuessEnv through --full's own trainer builder, checking TRL's `tool_mask` on every
+  batch against the generation turns it recorded;
+- `--learn`: the same model, made small enough to learn GuessEnv through TRL's GRPOTrainer in
+  minutes, evaluated before and after.
+"""
+
+import copy
+import dataclasses
+import functools
+import json
+import os
+import random
+import tempfile
+import time
+
+import torch
+
+from env_rollout import (
+    EVAL_FIRST_SEED,
+    Episode,
+    FullConfig,
+    GuessEnv,
+    build_grpo_trainer,
+    check,
+    grpo_config,
+    option,
+    play_episode,
+    plot_curve,
+    success_optimum,
+    success_random,
+)
+
+# =====================================================================================================
+# The rehearsal: the --full code path on a CPU, offline, with a tiny model
+# =====================================================================================================
+# No GPU and no model hub: the rehearsal builds a tokenizer with the `tokenizers` library (carrying
+# TRL's own Qwen3 chat template) and a tiny Qwen3 with random weights, teaches it the tool-call format
+# with a short supervised pass, then runs GRPO steps against GuessEnv through the same builder as
+# --full. It checks on TRL's own batches that tool_mask is 0 exactly on the tokens TRL inserted after
+# each tool call and 1 on every token the model generated.
+
+QWEN3_SPECIAL_TOKENS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
+]
+TINY_QWEN3 = dict(
+    hidden_size=64,
+    num_hidden_layers=2,
+    intermediate_size=192,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    max_position_embeddings=1024,
+    tie_word_embeddings=True,
+)
+
+
+def qwen3_chat_template() -> str:
+    import trl
+
+    with open(os.path.join(os.path.dirname(trl.__file__), "chat_templates", "qwen3.jinja"), encoding="utf-8") as file:
+        return file.read()
+
+
+def guess_call_text(value) -> str:
+    """A tool call as Qwen3 writes it, closed by the end-of-turn token."""
+    return f'<tool_call>\n{{"name": "guess", "arguments": {{"value": {value}}}}}\n</tool_call><|im_end|>'
+
+
+@functools.lru_cache(maxsize=4)
+def training_chat_template(tokenizer) -> str:
+    """The template TRL renders with: for Qwen3, a prefix-preserving variant of the chat template,
+    so that earlier turns render the same whether or not a later message follows."""
+    from trl.chat_template_utils import get_training_chat_template
+
+    return get_training_chat_template(tokenizer) or tokenizer.chat_template
+
+
+def render_prompt_ids(tokenizer, prompt_text: str) -> list[int]:
+    """The prompt tokens exactly as TRL renders them: the tools' schema, the user turn, and the
+    generation prompt (with the empty think block of enable_thinking=False)."""
+    return tokenizer.apply_chat_template(
+        [{"role": "user", "content": prompt_text}],
+        chat_template=training_chat_template(tokenizer),
+        tools=[GuessEnv().guess],
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=False,
+        enable_thinking=False,
+    )
+
+
+def tool_response_ids(tokenizer, name: str, content: str) -> list[int]:
+    """The tokens that follow the model's end-of-turn after a tool call: the tool response in its
+    chat-template wrapping and the next assistant header. Rendered as the difference between a
+    conversation with and without the tool message (the same construction TRL uses)."""
+    call = [
+        {"role": "user", "content": "x"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": name, "arguments": {}}}],
+        },
+    ]
+    template = training_chat_template(tokenizer)
+    before = tokenizer.apply_chat_template(
+        call, chat_template=template, tokenize=True, return_dict=False, enable_thinking=False
+    )
+    after = tokenizer.apply_chat_template(
+        call + [{"role": "tool", "name": name, "content": content}],
+        chat_template=template,
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=False,
+        enable_thinking=False,
+    )
+    end = max(i for i, token in enumerate(before) if token == tokenizer.eos_token_id) + 1
+    if after[:end] != before[:end]:
+        raise ValueError("the chat template does not render earlier turns the same way: cannot cut the tool response")
+    return after[end:]
+
+
+@functools.lru_cache(maxsize=64)
+def rendered(tokenizer, prompt_text: str, feedback: str) -> tuple[list[int], list[int]]:
+    """(prompt ids, tool response ids), cached: rendering a chat template takes milliseconds, and an
+    episode of GuessEnv has only a handful of distinct pieces."""
+    return render_prompt_ids(tokenizer, prompt_text), tool_response_ids(tokenizer, "guess", feedback)
+
+
+def random_guess_episode(rng: random.Random) -> Episode:
+    """A GuessEnv episode played with uniformly random guesses: the warm start's data (format, no strategy)."""
+    env = GuessEnv()
+    seed = rng.randrange(10**9)
+    return play_episode(env, lambda belief: rng.randint(1, env.n), seed=seed)
+
+
+def format_example(tokenizer, rng: random.Random, closing: str = "Done.") -> tuple[list[int], list[int]]:
+    """One warm-start example as (token ids, loss weights): each trace entry becomes the tokens TRL
+    would see for it, and keeps its weight: 1 on what the model writes, 0 on the rest. After the last
+    tool response the model writes `closing` and ends its turn (TRL lets it have that last word)."""
+    trace = random_guess_episode(rng).trace
+    prompt_text = trace[0].text
+    ids, weights = [], []
+    for entry in trace:
+        if entry.role == "user":
+            piece = rendered(tokenizer, prompt_text, "")[0]
+        elif entry.role == "assistant":
+            piece = tokenizer.encode(guess_call_text(entry.guess), add_special_tokens=False)
+        else:
+            piece = rendered(tokenizer, prompt_text, entry.text)[1]
+        ids, weights = ids + piece, weights + [entry.weight] * len(piece)
+    closing_ids = tokenizer.encode(closing + tokenizer.eos_token, add_special_tokens=False)
+    return ids + closing_ids, weights + [1] * len(closing_ids)
+
+
+def build_tiny_tokenizer(seed: int = 0):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    template = qwen3_chat_template()
+    # Train byte-level BPE on rendered episodes, so the tool schema and the feedback words are cheap.
+    bootstrap = Tokenizer(models.BPE())
+    bootstrap.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bootstrap.decoder = decoders.ByteLevel()
+    wrapped = PreTrainedTokenizerFast(tokenizer_object=bootstrap)
+    wrapped.chat_template = template
+    rng, corpus = random.Random(seed), []
+    for _ in range(50):
+        messages = []
+        for entry in random_guess_episode(rng).trace:
+            if entry.role == "assistant":
+                call = {"type": "function", "function": {"name": "guess", "arguments": {"value": entry.guess}}}
+                messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+            elif entry.role == "tool":
+                messages.append({"role": "tool", "name": "guess", "content": entry.text})
+            else:
+                messages.append({"role": "user", "content": entry.text})
+        corpus.append(
+            wrapped.apply_chat_template(messages, tools=[GuessEnv().guess], tokenize=False, enable_thinking=False)
+        )
+    trainer = trainers.BpeTrainer(
+        vocab_size=512,
+        special_tokens=QWEN3_SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bootstrap.train_from_iterator(corpus, trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bootstrap,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        padding_side="left",
+        additional_special_tokens=QWEN3_SPECIAL_TOKENS[3:],
+    )
+    tokenizer.chat_template = template  # TRL recognises it and sets the Qwen3 response parser itself
+    return tokenizer
+
+
+def build_tiny_model(tokenizer, seed: int = 0, **shape):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(seed)
+    shape = {"vocab_size": len(tokenizer), **TINY_QWEN3, **shape}  # a real shape can be passed instead
+    config = Qwen3Config(
+        bos_token_id=None, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, **shape
+    )
+    return Qwen3ForCausalLM(config)
+
+
+def warm_start(
+    model, tokenizer, steps: int, batch: int = 16, lr: float = 3e-3, seed: int = 0, closing: str = "Done."
+) -> float:
+    """Supervised pass on the exact token sequences TRL generates from; loss only where weight is 1.
+    Returns the final loss."""
+    rng = random.Random(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    for _ in range(steps):
+        examples = [format_example(tokenizer, rng, closing) for _ in range(batch)]
+        width = max(len(ids) for ids, _ in examples)
+        ids = torch.full((batch, width), tokenizer.pad_token_id)
+        weights = torch.zeros(batch, width)
+        for row, (example_ids, example_weights) in enumerate(examples):
+            ids[row, : len(example_ids)] = torch.tensor(example_ids)
+            weights[row, : len(example_weights)] = torch.tensor(example_weights, dtype=torch.float)
+        logits = model(input_ids=ids).logits  # right padding: pads come after the text, and weigh 0
+        token_loss = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
+        loss = (token_loss * weights[:, 1:]).sum() / weights[:, 1:].sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return loss.item()
+
+
+def expected_tool_mask(prompt: list[int], completion: list[int], turns: list[tuple[list[int], list[int]]]):
+    """Rebuild, from the recorded generation turns alone, which completion tokens the model generated
+    (1) and which were inserted after a tool call (0). Returns None if the turns do not explain the
+    completion."""
+    full, mask = prompt + completion, []
+    while len(prompt) + len(mask) < len(full):
+        position = len(prompt) + len(mask)
+        # The turn that continued this sequence: its input is what came before plus the inserted
+        # tokens, and its output follows (cut short if TRL truncated the episode at the length budget).
+        match = next(
+            (
+                (inp, out)
+                for inp, out in turns
+                if len(inp) >= position
+                and full[: len(inp)] == inp
+                and out
+                and full[len(inp) : len(inp) + len(out)] == out[: len(full) - len(inp)]
+            ),
+            None,
+        )
+        if match is None:
+            return None
+        inserted = len(match[0]) - position
+        mask += [0] * inserted + [1] * min(len(match[1]), len(full) - len(match[0]))
+    return mask if len(mask) == len(completion) else None
+
+
+def check_tool_mask_on_batch(batch: dict, turns) -> tuple[int, int]:
+    """Compare TRL's tool_mask with the mask rebuilt from the recorded turns, on every rollout.
+    Returns (masked tokens, trained tokens); raises SmokeFailure on any disagreement."""
+    masked = trained = 0
+    for row in range(batch["completion_ids"].shape[0]):
+        prompt = batch["prompt_ids"][row][batch["prompt_mask"][row].bool()].tolist()
+        length = int(batch["completion_mask"][row].sum())
+        completion = batch["completion_ids"][row][:length].tolist()
+        expected = expected_tool_mask(prompt, completion, turns)
+        check(expected is not None, f"rollout {row}: the recorded generation turns do not explain its completion")
+        actual = batch["tool_mask"][row][:length].tolist()
+        check(
+            actual == expected,
+            f"rollout {row}: tool_mask {actual} differs from the generated/inserted split {expected}",
+        )
+        masked += expected.count(0)
+        trained += expected.count(1)
+    return masked, trained
+
+
+def recording_trainer_class():
+    from trl import GRPOTrainer
+
+    class RecordingGRPOTrainer(GRPOTrainer):
+        """GRPOTrainer that records each generation turn (input ids, generated ids), so that the
+        rehearsal can check TRL's tool_mask on TRL's own batch."""
+
+        def _generate_single_turn(self, prompt_ids, *args, **kwargs):
+            completion_ids, logprobs = super()._generate_single_turn(prompt_ids, *args, **kwargs)
+            self.generated_turns.extend(zip(prompt_ids, completion_ids, strict=True))
+            return completion_ids, logprobs
+
+        def _generate_and_score_completions(self, inputs):
+            self.generated_turns = []
+            batch = super()._generate_and_score_completions(inputs)
+            self.mask_counts.append(check_tool_mask_on_batch(batch, self.generated_turns))
+            return batch
+
+    return RecordingGRPOTrainer
+
+
+@dataclasses.dataclass
+class RehearseConfig:
+    """--rehearse: the --full path on a CPU, offline: a tiny Qwen3, GuessEnv, TRL's tool loop, checks"""
+
+    seed: int = option(0, "seed for the tokenizer, the model, the warm start and TRL", at_least=0)
+    warm_start_steps: int = option(150, "supervised steps on the tool-call format", at_least=1)
+    rehearse_steps: int = option(4, "GRPO steps through TRL", at_least=1)
+    learning_rate: float = option(1e-4, "GRPO learning rate", positive=True)
+    num_generations: int = option(4, "G: rollouts per prompt", at_least=2)
+    rollouts_per_step: int = option(8, "rollouts per GRPO step, generated in one batch", at_least=2)
+    max_completion_length: int = option(192, "tokens in a whole episode", at_least=1)
+
+
+def cpu_grpo_config(full: FullConfig, **overrides):
+    """--full's GRPOConfig for a run on a CPU: float32, no gradient checkpointing, nothing saved,
+    nothing logged but TRL's own metrics. Where it runs changes; the shape of the run does not."""
+    cpu = dict(
+        use_cpu=True,
+        bf16=False,
+        model_init_kwargs=None,
+        gradient_checkpointing=False,
+        log_completions=False,
+        save_strategy="no",
+        disable_tqdm=True,
+    )
+    return grpo_config(full, **{**cpu, **overrides})
+
+
+def rehearsal_config(config: RehearseConfig, output_dir: str):
+    """--full's configuration with the rehearsal's scale: one batch of G-rollout groups per step,
+    transformers generation, short episodes."""
+    full = dataclasses.replace(
+        FullConfig(),
+        output_dir=output_dir,
+        seed=config.seed,
+        lora_rank=0,
+        learning_rate=config.learning_rate,
+        num_generations=config.num_generations,
+        per_device_train_batch_size=config.rollouts_per_step,
+        gradient_accumulation_steps=1,
+        max_completion_length=config.max_completion_length,
+        max_steps=config.rehearse_steps,
+        vllm_mode="none",
+    )
+    return cpu_grpo_config(full)
+
+
+def guess_dataset(rows: int):
+    """The training prompts for GuessEnv. Each row is one prompt; its `seed` column reaches
+    GuessEnv.reset(**row), so the G rollouts of a row share one hidden number, as GRPO needs."""
+    from datasets import Dataset
+
+    return Dataset.from_list([{"prompt": [{"role": "user", "content": ""}], "seed": i} for i in range(rows)])
+
+
+def run_rehearse(args) -> None:
+    started = time.perf_counter()
+    torch.set_num_threads(1)  # tiny matrices: a second thread costs more than it saves (measured)
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+    tokenizer = build_tiny_tokenizer(args.seed)
+    model = build_tiny_model(tokenizer, args.seed)
+    loss = warm_start(model, tokenizer, steps=args.warm_start_steps, seed=args.seed)
+    print(f"warm start: {args.warm_start_steps} steps on random-guess episodes, final loss {loss:.3f}")
+
+    dataset = guess_dataset(64)
+    with tempfile.TemporaryDirectory(prefix="rehearsal-") as output_dir:
+        trl_config = rehearsal_config(args, output_dir)
+        trainer = build_grpo_trainer(
+            trl_config, model, dataset, GuessEnv, processing_class=tokenizer, trainer_class=recording_trainer_class()
+        )
+        trainer.mask_counts = []
+        trainer.train()
+
+    history = [entry for entry in trainer.state.log_history if "tools/call_frequency" in entry]
+    tool_calls = sum(entry["tools/call_frequency"] for entry in history) * args.rollouts_per_step  # it is per rollout
+    masked = sum(m for m, _ in trainer.mask_counts)
+    trained = sum(t for _, t in trainer.mask_counts)
+    check(
+        trainer.state.global_step == args.rehearse_steps,
+        f"ran {trainer.state.global_step} GRPO steps, not {args.rehearse_steps}",
+    )
+    check(len(trainer.mask_counts) >= args.rehearse_steps, "the tool_mask check did not run on every batch")
+    check(tool_calls > 0, "the model made no tool call TRL could parse: the warm start did not teach the format")
+    check(masked > 0, "no token was masked: no tool response reached the completions")
+    rewards = [round(entry.get("rewards/GuessEnv/mean", float("nan")), 3) for entry in history]
+    print(
+        f"grpo: {trainer.state.global_step} steps, reward per step {rewards}, {time.perf_counter() - started:.0f} s in all"
+    )
+    print(
+        f"rehearsal ok: steps={trainer.state.global_step} tool_calls={tool_calls:.0f} masked_tokens={masked} trained_tokens={trained}"
+    )
+
+
+# =====================================================================================================
+# --learn: a tiny transformer learns: the same GRPOTrainer run, to a real result, on a CPU
+# =====================================================================================================
+# The rehearsal proves the plumbing; --learn makes it teach. The same
+# GRPOTrainer(environment_factory=GuessEnv) run trains a 2-layer, 64-wide Qwen3 (about 0.15 M
+# weights) that reads the tool responses and learns to binary-search. These choices make that fit in
+# minutes on a laptop CPU; each was measured (README, "What limits a tiny model"):
+# - Short episodes. TRL's Qwen3 chat template wraps a 3-guess episode in about 90 tokens of
+#   boilerplate, and a tiny model's attention drowns in it. The tokenizer gets one token for each
+#   constant piece: the prompt, the text around the guessed number, each whole tool response. An
+#   episode becomes 16 tokens and every one of them carries information; the text is unchanged.
+# - Numbers that know their order: the embeddings of 1..n start as a thermometer code, so 4 and 5
+#   look alike from the first step, and 1 and 8 do not.
+# - A format that holds. Every token of a call is trained, not only the number, and Adam's first
+#   steps move every weight by about the full learning rate however small its gradient: at 3e-3
+#   without a warm-up one step can knock the tool-call format over. So: a firm warm start, a
+#   learning-rate warm-up, and after the last tool response the model just ends its turn (a closing
+#   word is one more thing to unlearn; trained to say "Done." there, the model rambled instead).
+
+
+@dataclasses.dataclass
+class LearnConfig:
+    """--learn: a tiny Qwen3 learns GuessEnv through TRL's GRPOTrainer on a CPU (minutes), evaluated before and after"""
+
+    seed: int = option(0, "seed for the tokenizer, the model, the warm start, TRL and the evaluation", at_least=0)
+    learn_steps: int = option(200, "GRPO steps", at_least=1)
+    learn_prompts: int = option(64, "prompts per GRPO step, G rollouts each", at_least=1)
+    learn_eval_episodes: int = option(400, "held-out episodes, before and after GRPO", at_least=100)
+    plot: str | None = option(None, "write TRL's batch success per step to this PNG (needs matplotlib)", metavar="PATH")
+    warm_start_steps: int = option(400, "supervised format steps (batch 32) on episodes of random guesses", at_least=1)
+    closing: str = option("", "what the model writes after the last tool response; empty: it ends its turn")
+    num_generations: int = option(8, "G: rollouts per prompt", at_least=2)
+    learning_rate: float = option(
+        3e-3, "large by LLM standards: the model is tiny and starts from scratch", positive=True
+    )
+    warmup_steps: int = option(20, "linear warm-up, then linear decay to 0 (TRL's default schedule)", at_least=0)
+    max_completion_length: int = option(
+        32, "the whole episode: 3 calls of 4 tokens, 3 responses, the closing", at_least=1
+    )
+    max_tool_calling_iterations: int = option(3, "tool calls per episode: GuessEnv allows 3 guesses", at_least=1)
+    mask_truncated_completions: bool = option(True, "an episode cut off at the budget teaches nothing")
+
+
+def learn_tokenizer(seed: int = 0):
+    """build_tiny_tokenizer plus one token for each constant piece of a GuessEnv episode. The
+    rendered text is unchanged, so TRL's tool-call parser and tool_mask see what they always see."""
+    from tokenizers import AddedToken
+
+    tokenizer = build_tiny_tokenizer(seed)
+    before_number, after_number = guess_call_text("#").removesuffix(tokenizer.eos_token).split("#")
+    pieces = [tokenizer.decode(render_prompt_ids(tokenizer, GuessEnv().reset())), before_number, after_number]
+    pieces += [tokenizer.decode(tool_response_ids(tokenizer, "guess", word)) for word in ("higher", "lower", "correct")]
+    # Added tokens match longest-first, so these win over the special tokens inside them.
+    tokenizer.add_tokens([AddedToken(piece, normalized=False, special=False) for piece in pieces])
+    return tokenizer
+
+
+def three_guess_tokens(tokenizer) -> int:
+    """Tokens in the prompt and three calls with their responses: the context a 3-guess episode fills."""
+    prompt_ids, response_ids = rendered(tokenizer, GuessEnv().reset(), "higher")
+    call_ids = tokenizer.encode(guess_call_text(4), add_special_tokens=False)
+    return len(prompt_ids) + 3 * (len(call_ids) + len(response_ids))
+
+
+def thermometer_number_embeddings(model, tokenizer, n: int) -> None:
+    """Dimension j of number k's embedding is +1 if k > j, else -1 (j = 1..n-1): nearby numbers
+    start close, far ones far apart. The other dimensions keep their random values."""
+    embeddings = model.get_input_embeddings().weight
+    with torch.no_grad():
+        for k in range(1, n + 1):
+            (token,) = tokenizer.encode(str(k), add_special_tokens=False)
+            embeddings[token, : n - 1] = torch.tensor([1.0 if k > j else -1.0 for j in range(1, n)])
+
+
+def first_tool_call(text: str):
+    """The Qwen3 tool call in `text` as (name, arguments), or None if there is none. Raises
+    ValueError for a call that is opened but cannot be read."""
+    if "<tool_call>" not in text:
+        return None
+    try:
+        call = json.loads(text.split("<tool_call>", 1)[1].split("</tool_call>", 1)[0])
+        name, arguments = call["name"], call["arguments"]
+    except (json.JSONDecodeError, KeyError, TypeError, IndexError) as error:
+        raise ValueError(f"unreadable tool call: {error}") from None
+    if not isinstance(arguments, dict):
+        raise ValueError("tool call arguments are not an object")
+    return name, arguments
+
+
+@torch.no_grad()
+def sampled_success(
+    model, tokenizer, episodes: int, first_seed: int, max_calls: int = LearnConfig.max_tool_calling_iterations
+) -> tuple[float, float]:
+    """(success rate, malformed tool calls per episode), sampling from the model (temperature 1, as in
+    training) on seeded GuessEnv episodes, batched turn by turn the way TRL's tool loop runs them:
+    a call is executed and its result, or the environment's error, is appended; a turn without a
+    tool call ends the episode. An episode counts as solved only if the environment says so.
+    Malformed: a call that cannot be read, or that the environment refuses (no turn is spent)."""
+    model.eval()
+    environments = [GuessEnv() for _ in range(episodes)]
+    prompts = [environment.reset(seed=first_seed + i) for i, environment in enumerate(environments)]
+    sequences = [list(rendered(tokenizer, prompt, "")[0]) for prompt in prompts]
+    live, malformed = list(range(episodes)), 0
+    for _ in range(max_calls):
+        if not live:
+            break
+        width = max(len(sequences[i]) for i in live)
+        ids = torch.full((len(live), width), tokenizer.pad_token_id)
+        attention = torch.zeros_like(ids)
+        for row, i in enumerate(live):  # left padding, as for any batched generation
+            ids[row, width - len(sequences[i]) :] = torch.tensor(sequences[i])
+            attention[row, width - len(sequences[i]) :] = 1
+        output = model.generate(
+            input_ids=ids,
+            attention_mask=attention,
+            max_new_tokens=8,  # a call is 4 tokens
+            do_sample=True,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )[:, width:].tolist()
+        still_live = []
+        for row, i in enumerate(live):
+            turn = output[row]
+            if tokenizer.eos_token_id in turn:
+                turn = turn[: turn.index(tokenizer.eos_token_id) + 1]
+            try:
+                call = first_tool_call(tokenizer.decode(turn))
+            except ValueError:
+                malformed += 1
+                continue
+            if call is None:
+                continue  # the model ended the episode
+            name, arguments = call
+            try:
+                if name != "guess":
+                    raise ValueError(f"Tool {name} not found.")
+                result = environments[i].guess(**arguments)
+            except (ValueError, TypeError) as error:  # TRL hands the model {"error": message}
+                malformed += 1
+                result = str({"error": str(error)})
+            if result != "correct":
+                sequences[i] += turn + list(rendered(tokenizer, prompts[i], result)[1])
+                still_live.append(i)
+        live = still_live
+    solved = sum(environment.get_reward() for environment in environments)
+    return solved / episodes, malformed / episodes
+
+
+def learning_trainer_class():
+    from trl import GRPOTrainer
+
+    class LearningGRPOTrainer(GRPOTrainer):
+        """GRPOTrainer that remembers two answers it would otherwise work out again for every rollout:
+        the tokens of a tool response (TRL renders the chat template twice per tool call to find them)
+        and the parse of a generated turn (transformers' response parser, given the turn and what came
+        before it). With a 0.15 M-weight model these took most of a step (measured: README). Both
+        depend only on their inputs, which repeat: 512 rollouts a step share one prompt and a few
+        dozen histories."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._tool_suffix_cache = {}
+            parse, parsed = self._tokenizer.parse_response, {}
+
+            def remembered_parse(response, **given):  # TRL passes prefix= and tools= where supported
+                tools = tuple(getattr(tool, "__name__", None) or repr(tool) for tool in given.get("tools") or ())
+                key = (tuple(response), tuple(given.get("prefix") or ()), tools)
+                if key not in parsed:
+                    parsed[key] = parse(response, **given)
+                return copy.deepcopy(parsed[key])  # TRL edits the message it gets back
+
+            self._tokenizer.parse_response = remembered_parse
+
+        def _get_tool_suffix_ids(self, tool_messages):
+            if not all(isinstance(message["content"], str) for message in tool_messages):
+                return super()._get_tool_suffix_ids(tool_messages)
+            key = tuple((message["name"], message["content"]) for message in tool_messages)
+            if key not in self._tool_suffix_cache:
+                self._tool_suffix_cache[key] = super()._get_tool_suffix_ids(tool_messages)
+            return list(self._tool_suffix_cache[key])
+
+    return LearningGRPOTrainer
+
+
+def learn_config(config: LearnConfig, output_dir: str):
+    """--full's configuration with --learn's scale and recipe: `learn_prompts` groups of G rollouts,
+    one batch per step, short episodes, a warm-up, truncated episodes masked."""
+    full = dataclasses.replace(
+        FullConfig(),
+        output_dir=output_dir,
+        seed=config.seed,
+        lora_rank=0,
+        learning_rate=config.learning_rate,
+        num_generations=config.num_generations,
+        per_device_train_batch_size=config.learn_prompts * config.num_generations,
+        gradient_accumulation_steps=1,
+        max_completion_length=config.max_completion_length,
+        max_tool_calling_iterations=config.max_tool_calling_iterations,
+        max_steps=config.learn_steps,
+        vllm_mode="none",
+    )
+    return cpu_grpo_config(
+        full, warmup_steps=config.warmup_steps, mask_truncated_completions=config.mask_truncated_completions
+    )
+
+
+def run_learn(args) -> None:
+    started = time.perf_counter()
+    torch.set_num_threads(1)  # tiny matrices: a second thread costs more than it saves (measured)
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    env = GuessEnv()
+    optimum, random_rate = success_optimum(env.n, env.max_turns), success_random(env.n, env.max_turns)
+    tokenizer = learn_tokenizer(args.seed)
+    model = build_tiny_model(tokenizer, args.seed)
+    thermometer_number_embeddings(model, tokenizer, env.n)
+    print(
+        f"tokenizer: a 3-guess episode is {three_guess_tokens(tokenizer)} tokens "
+        f"({three_guess_tokens(build_tiny_tokenizer(args.seed))} with the rehearsal's tokenizer)"
+    )
+    loss = warm_start(model, tokenizer, args.warm_start_steps, batch=32, seed=args.seed, closing=args.closing)
+    print(f"warm start: {args.warm_start_steps} steps on random-guess episodes, final loss {loss:.3f}")
+    torch.manual_seed(args.seed)  # the evaluation samples: same seeds, same draws, before and after
+    before, malformed_before = sampled_success(model, tokenizer, args.learn_eval_episodes, EVAL_FIRST_SEED)
+    print(f"before GRPO: success {before:.3f}, malformed tool calls per episode {malformed_before:.3f}")
+
+    dataset = guess_dataset(args.learn_prompts * args.learn_steps)  # a fresh prompt for every group
+    with tempfile.TemporaryDirectory(prefix="learn-") as output_dir:
+        trl_config = learn_config(args, output_dir)
+        trainer = build_grpo_trainer(
+            trl_config, model, dataset, GuessEnv, processing_class=tokenizer, trainer_class=learning_trainer_class()
+        )
+        grpo_started = time.perf_counter()
+        trainer.train()
+    curve = [entry["reward"] for entry in trainer.state.log_history if "reward" in entry]
+    print(
+        f"grpo: {trainer.state.global_step} steps of {trl_config.per_device_train_batch_size} episodes, "
+        f"batch success first {curve[0]:.3f} last {curve[-1]:.3f}, {time.perf_counter() - grpo_started:.0f} s"
+    )
+    torch.manual_seed(args.seed)
+    after, malformed_after = sampled_success(trainer.model, tokenizer, args.learn_eval_episodes, EVAL_FIRST_SEED)
+    print(f"malformed tool calls per episode before={malformed_before:.3f} after={malformed_after:.3f}")
+    print(f"tiny model success before={before:.3f} after={after:.3f} (optimum {optimum:.3f}, random {random_rate:.3f})")
+    if args.plot:
+        plot_curve(
+            args.plot, curve, optimum, random_rate, title="Tiny Qwen3, TRL GRPOTrainer, GuessEnv", xlabel="GRPO step"
+        )
+        print(f"plot: {args.plot}")
+    print(
+        f"learn: {args.learn_eval_episodes} evaluation episodes each side, {time.perf_counter() - started:.0f} s in all"
+    )
