@@ -51,10 +51,11 @@ from collections import Counter
 from dataclasses import dataclass
 
 DEFAULT_EPISODES = 20
-# One call into the environment may take this long. A first in-process Wordle reset takes about 15 s
-# on 2 cores (TextArena loads its word lists); a call that takes longer is taken to hang.
+# One call into the environment may take this long. A first in-process Wordle reset took 13 s on 2
+# cores (TextArena loads its word lists); a call that takes longer is taken to hang.
 CALL_TIMEOUT_S = 60.0
 MAX_CALLS_PER_EPISODE = 30  # well-formed tool calls; an episode still open after them "never ends"
+ENDED_AFTER_REFUSALS = 3  # an episode is over once a tool refuses this many well-formed calls in a row
 SEEDS_COMPARED = 8  # reset(seed=0..7): at least two of them must give different episodes
 # The row TRL passes to reset(): every dataset column. `prompt` is always there in this check (TRL's
 # datasets have it), and an extra column stands for whatever else a dataset carries.
@@ -219,7 +220,7 @@ def load_factory(target: str):
             module = import_module_file(module_part)
         else:
             if os.getcwd() not in sys.path:
-                sys.path.insert(0, os.getcwd())  # as `python -m` would: modules beside you are found
+                sys.path.insert(0, os.getcwd())  # as `python -m` does: modules in the current folder are found
             module = importlib.import_module(module_part)
     except TargetError:
         raise
@@ -299,7 +300,11 @@ class Caller:
     def _serve(self) -> None:
         loop = asyncio.new_event_loop()
         while True:
-            function, arguments, await_result, reply = self._requests.get()
+            request = self._requests.get()
+            if request is None:  # close()
+                loop.close()
+                return
+            function, arguments, await_result, reply = request
             try:
                 value = function(**arguments)
                 if await_result and inspect.isawaitable(value):
@@ -320,6 +325,10 @@ class Caller:
             name = getattr(function, "__qualname__", repr(function))
             self._stuck = f"{name}() did not return within {self.timeout_s:g} s"
             raise CallTimeout(self._stuck) from None
+
+    def close(self) -> None:
+        """Let the worker thread end (a stuck one ends when its call returns, if ever)."""
+        self._requests.put(None)
 
 
 # =====================================================================================================
@@ -361,7 +370,7 @@ def signature_text(tool: Tool) -> str:
 
 def schema_fix(name: str, message: str) -> str:
     """What to change so that transformers can build the schema, from its error message."""
-    helper = f" If {name}() is a helper, not something the model should call, rename it _{name}." if name != "_" else ""
+    helper = f" If {name}() is a helper, not something the model should call, rename it _{name}."
     if "missing a type hint" in message:
         return "Fix: give every argument a type hint, e.g. `def guess(self, value: int) -> str`." + helper
     if "no docstring" in message:
@@ -408,7 +417,8 @@ def check_tools(report: Report, instance) -> list[Tool]:
                 FAIL,
                 "tools",
                 f"{attribute}() is offered to the model, but its schema cannot be built ({short(message, 200)}); "
-                f"TRL would fail rendering the first prompt. {schema_fix(attribute, message)}",
+                "training would stop at its first batch, where TRL renders the prompt. "
+                + schema_fix(attribute, message),
             )
         tools.append(Tool(attribute, name, method, schema, trl_awaits(method)))
         if attribute in HELPER_NAMES and schema is not None:
@@ -423,7 +433,8 @@ def check_tools(report: Report, instance) -> list[Tool]:
             report.add(
                 WARN,
                 "tools",
-                f"{attribute} is the function {name}(): the model sees it as {name!r} (TRL and the schema use __name__). "
+                f"{attribute} is the function {name}(): the model sees it as {name!r} (TRL and the schema use "
+                "__name__). "
                 f"Fix: define it as `def {attribute}(...)`, or decorate it with functools.wraps.",
             )
         typos = documented_but_absent(method)
@@ -431,8 +442,8 @@ def check_tools(report: Report, instance) -> list[Tool]:
             report.add(
                 WARN,
                 "tools",
-                f"{attribute}()'s docstring describes {', '.join(map(repr, typos))} under Args:, which {attribute}() does "
-                "not take; the schema leaves that text out. Fix: use the signature's names.",
+                f"{attribute}()'s docstring describes {', '.join(map(repr, typos))} under Args:, which "
+                f"{attribute}() does not take; the schema leaves that text out. Fix: use the signature's names.",
             )
         if schema is not None and not schema["function"].get("description"):
             report.add(
@@ -505,8 +516,8 @@ def reset_contract(report: Report, instance) -> ResetContract | None:
         report.add(
             FAIL,
             "reset",
-            "reset is async, but TRL calls it without awaiting it (the prompt would get a coroutine). Fix: make "
-            "reset a plain def; tools and get_reward may be async.",
+            "reset is async, but TRL calls it without awaiting it and appends the result to the prompt, which fails "
+            "for a coroutine. Fix: make reset a plain def; tools and get_reward may be async.",
         )
         return None
     parameters = inspect.signature(instance.reset).parameters.values()
@@ -778,8 +789,6 @@ class CallPlan:
             )
             self.well_formed[tool.name] = self._well_formed(function["parameters"], hints)
             self.malformed[tool.name] = self._malformed(function["parameters"], self.well_formed[tool.name][0])
-        # An episode is over once a tool has refused this many well-formed calls in a row (a game over).
-        self.end_streak = 3
 
     @staticmethod
     def _well_formed(parameters: dict, hints: str) -> list[dict]:
@@ -828,8 +837,8 @@ class CallPlan:
             tool = self.tools[index % len(self.tools)]
             turn = index // len(self.tools) + episode  # each episode starts its values somewhere else
             if episode % 2 == 0:
-                probes = self.malformed[tool.name]
-                yield tool, probes[(turn + index) % len(probes)]
+                probes = self.malformed[tool.name]  # every kind in turn, each episode starting elsewhere
+                yield tool, probes[(index // len(self.tools) + episode // 2) % len(probes)]
             options = self.well_formed[tool.name]
             yield tool, Probe(options[turn % len(options)], "")
 
@@ -912,7 +921,7 @@ def play_episode(caller: Caller, instance, plan: CallPlan, row: dict, episode: i
             played.ended = False
             refused_in_a_row[tool.name] = refused_in_a_row[tool.name] + 1 if event.error is not None else 0
             played.accepted += event.error is None
-            if refused_in_a_row[tool.name] >= plan.end_streak:
+            if refused_in_a_row[tool.name] >= ENDED_AFTER_REFUSALS:
                 played.ended = True
                 break
         if "get_reward" in trl_methods(type(instance)):
@@ -960,7 +969,8 @@ def odd_result(value) -> tuple[str, str] | None:
     if inspect.isawaitable(value):
         return (
             FAIL,
-            "an awaitable, but the tool is not `async def`: TRL does not await it, the model reads '<coroutine object ...>'. Fix: declare it `async def`",
+            "an awaitable, but the tool is not `async def`: TRL does not await it, the model reads "
+            "'<coroutine object ...>'. Fix: declare it `async def`",
         )
     if isinstance(value, str):
         if "Traceback (most recent call last)" in value:
@@ -973,7 +983,8 @@ def odd_result(value) -> tuple[str, str] | None:
             return None  # content blocks (text, image): TRL passes them on as a multimodal tool response
         return (
             WARN,
-            "a list: TRL passes lists through as content blocks ({'type': 'text', ...}), not as text. Fix: return a string",
+            "a list: TRL passes lists through as content blocks ({'type': 'text', ...}), not as text. "
+            "Fix: return a string",
         )
     if isinstance(value, (bool, numbers.Number)):
         return None  # str() of a number reads fine
@@ -986,16 +997,20 @@ def odd_result(value) -> tuple[str, str] | None:
 def reward_problem(value, error) -> tuple[str, str] | None:
     if error is not None:
         return FAIL, f"raised {describe_error(error)}: TRL does not catch errors from get_reward, so training stops"
-    if value is None:
-        return FAIL, "returned None: TRL turns it into NaN and leaves the rollout's environment reward out"
+    if value is None or (isinstance(value, numbers.Real) and math.isnan(value)):
+        return FAIL, (
+            f"returned {value!r}: TRL reads None and NaN as no reward (with no other reward function the rollout is "
+            "unscorable: advantage 0, nothing learned). Fix: return a float for every episode, 0.0 for a failure"
+        )
     if isinstance(value, (bool, int)):
         return (
             WARN,
-            f"returned {type(value).__name__} {value!r}: TRL converts it to float32, so it works, but the contract is a float. Fix: return float(...)",
+            f"returned {type(value).__name__} {value!r}: TRL converts it to float32, so it works, but the contract "
+            "is a float. Fix: return float(...)",
         )
     if isinstance(value, numbers.Real):
-        if not math.isfinite(value):
-            return FAIL, f"returned {value!r}: a NaN or infinite reward poisons the group's advantages"
+        if math.isinf(value):
+            return FAIL, f"returned {value!r}: an infinite reward makes its whole group's advantages NaN"
         return None
     if hasattr(value, "__float__"):
         return WARN, f"returned a {type(value).__name__}: TRL needs a number. Fix: return float(...)"
@@ -1028,9 +1043,10 @@ def span(values: list[float]) -> str:
     return f"{min(values):g}" if min(values) == max(values) else f"{min(values):g} to {max(values):g}"
 
 
-def check_episodes(report: Report, episodes: list[Episode], plan: CallPlan) -> None:
+def check_episodes(report: Report, episodes: list[Episode], plan: CallPlan, owns_reward: bool) -> None:
     tool_findings, reward_findings = Findings(), Findings()
     helpers = {tool.name for tool in plan.tools if tool.attribute in HELPER_NAMES}  # already reported as such
+    async_tools = {tool.name for tool in plan.tools if tool.is_async}
     clear_example, rewards = None, []  # clear_example: a refused malformed call, to show what the model reads
     for number, episode in enumerate(episodes):
         for event in episode.events[1:]:
@@ -1044,11 +1060,14 @@ def check_episodes(report: Report, episodes: list[Episode], plan: CallPlan) -> N
                     rewards.append(float(event.value))
                 continue
             if event.error is not None and not isinstance(event.error, Exception):
+                # Sync tools: TRL's `except Exception` lets it through. Async ones: it ends the thread of TRL's
+                # event loop, and TRL then waits for that loop's answers with no timeout.
+                consequence = "hangs the training run" if event.what in async_tools else "stops the training run"
                 tool_findings.add(
                     FAIL,
                     (event.what, type(event.error)),
                     f"{event.what}() raised {type(event.error).__name__}, which is not an Exception: TRL's tool loop "
-                    "catches only Exception, so this stops the training run. Fix: raise ValueError with a message for "
+                    f"catches only Exception, so this {consequence}. Fix: raise ValueError with a message for "
                     "the model",
                     event.story(),
                 )
@@ -1084,8 +1103,8 @@ def check_episodes(report: Report, episodes: list[Episode], plan: CallPlan) -> N
         report.add(
             WARN,
             "episodes",
-            f"{len(still_open)} of {plural(len(played), 'episode')} still open after {MAX_CALLS_PER_EPISODE} well-formed "
-            f"calls: {names} kept answering, so only the model or TRL's limits end an episode "
+            f"{len(still_open)} of {plural(len(played), 'episode')} still open after {MAX_CALLS_PER_EPISODE} "
+            f"well-formed calls: {names} kept answering, so only the model or TRL's limits end an episode "
             "(max_tool_calling_iterations, unlimited by default, and max_completion_length). Fix: once the task is "
             "over, make the tools raise ValueError('the game is over'), and set max_tool_calling_iterations.",
         )
@@ -1098,13 +1117,14 @@ def check_episodes(report: Report, episodes: list[Episode], plan: CallPlan) -> N
                 PASS,
                 "episodes",
                 f"{plural(len(episodes), 'episode')} ({len(episodes) - len(played)} without a tool call), "
-                f"{calls} tool calls ({malformed} malformed); every error was a message for the model; {ending}{example}",
+                f"{calls} tool calls ({malformed} malformed); every error was a message for the model; "
+                f"{ending}{example}",
             )
         else:
             report.add(
                 PASS, "episodes", f"{plural(len(episodes), 'episode')}: reset and get_reward only (no tool to call)"
             )
-    if not any("get_reward" == event.what for episode in episodes for event in episode.events):
+    if not owns_reward:
         report.add(
             WARN,
             "get_reward",
@@ -1215,9 +1235,9 @@ def check_pooling_and_determinism(
             report.add(
                 PASS,
                 "determinism",
-                f"seeds 0 to {SEEDS_COMPARED - 1} each give the same episode on two instances, and {differing} of seeds "
-                f"1 to {SEEDS_COMPARED - 1} another one than seed 0 (a `seed` column in the dataset gives each GRPO "
-                "group one task)",
+                f"seeds 0 to {SEEDS_COMPARED - 1} each give the same episode on two instances, and {differing} of "
+                f"seeds 1 to {SEEDS_COMPARED - 1} another one than seed 0 (a `seed` column in the dataset gives "
+                "each GRPO group one task)",
             )
         else:
             report.add(
@@ -1319,9 +1339,10 @@ def check_pickle(report: Report, caller: Caller, factory) -> None:
         report.add(
             WARN,
             "pickle",
-            f"a fresh instance does not pickle ({type(error).__name__}: {short(error)}). TRL 1.16 builds instances inside each process "
-            "and never pickles them, but copying one to another process (or with copy.deepcopy) fails. Fix: keep "
-            "locks, lambdas, open files and sockets off the instance until reset(), or drop them in __getstate__.",
+            f"a fresh instance does not pickle ({type(error).__name__}: {short(error)}). TRL 1.16 builds instances "
+            "inside each process and never pickles them, but copying one to another process (or with copy.deepcopy) "
+            "fails. Fix: keep locks, lambdas, open files and sockets off the instance until reset(), or drop them in "
+            "__getstate__.",
         )
     else:
         report.add(PASS, "pickle", "a fresh instance pickles too")
@@ -1337,9 +1358,10 @@ def run_check(
 ) -> int:
     report = Report(stream or sys.stdout)
     report.say(f"check: {target} ({plural(episodes, 'episode')})")
+    started = time.perf_counter()
     if episodes < 1:
         report.add(FAIL, "episodes", f"{episodes} episodes asked for. Fix: ask for at least 1.")
-        return finish(report)
+        return finish(report, started)
     try:
         factory = load_factory(target)
         missing = required_arguments(factory)
@@ -1352,7 +1374,7 @@ def run_check(
             )
     except TargetError as error:
         report.add(FAIL, "target", str(error))
-        return finish(report)
+        return finish(report, started)
     caller = Caller(call_timeout_s)
     try:
         instance, error = caller.call(factory)
@@ -1360,15 +1382,16 @@ def run_check(
             report.add(
                 FAIL,
                 "target",
-                f"{target.rpartition(':')[2]}() raised {describe_error(error)}. Fix: the constructor must succeed with no arguments.",
+                f"{target.rpartition(':')[2]}() raised {describe_error(error)}. Fix: the constructor must succeed "
+                "with no arguments.",
             )
-            return finish(report)
+            return finish(report, started)
         report.add(
             PASS,
             "target",
             f"imported, and built with no arguments as TRL's factory call does: {type(instance).__name__}()",
         )
-        run_checks(report, caller, factory, instance, episodes)
+        check_environment(report, caller, factory, instance, episodes)
     except CallTimeout as stuck:
         report.add(
             FAIL,
@@ -1376,10 +1399,13 @@ def run_check(
             f"{stuck}: TRL would wait for it forever. Fix: give every network call or wait a timeout, and make sure "
             "no loop in the environment can run forever. (The check stopped here.)",
         )
-    return finish(report)
+    finally:
+        caller.close()
+    return finish(report, started)
 
 
-def run_checks(report: Report, caller: Caller, factory, instance, episodes: int) -> None:
+def check_environment(report: Report, caller: Caller, factory, instance, episodes: int) -> None:
+    """Every check after the target's: tools, reset, prompt, episodes, pooling and determinism, pickle."""
     try:
         tools = check_tools(report, instance)
     except ImportError as error:
@@ -1402,10 +1428,11 @@ def run_checks(report: Report, caller: Caller, factory, instance, episodes: int)
         report.add(
             FAIL,
             "reset",
-            f"reset raised in {len(resets_failed)} of {plural(episodes, 'episode')} (first: {resets_failed[0].story()}); "
+            f"reset raised in {len(resets_failed)} of {plural(episodes, 'episode')} "
+            f"(first: {resets_failed[0].story()}); "
             "TRL does not catch it. Fix: reset must start an episode from any state, after any episode.",
         )
-    check_episodes(report, played, plan)
+    check_episodes(report, played, plan, owns_reward="get_reward" in trl_methods(type(instance)))
     try:
         check_pooling_and_determinism(report, caller, factory, instance, contract, plan)
     except TargetError as error:  # the factory worked once and failed later
@@ -1413,8 +1440,8 @@ def run_checks(report: Report, caller: Caller, factory, instance, episodes: int)
     check_pickle(report, caller, factory)
 
 
-def finish(report: Report) -> int:
-    report.say(report.summary())
+def finish(report: Report, started: float) -> int:
+    report.say(f"{report.summary()} ({time.perf_counter() - started:.1f} s)")
     return 1 if report.counts[FAIL] else 0
 
 
@@ -1441,7 +1468,4 @@ if __name__ == "__main__":
     parser.add_argument("target", help="MODULE:CLASS (e.g. env_rollout:GuessEnv) or path/to/file.py:CLASS")
     parser.add_argument("--episodes", type=at_least_one, default=DEFAULT_EPISODES, help="episodes to play (default 20)")
     arguments = parser.parse_args()
-    started = time.perf_counter()
-    status = main(arguments.target, arguments.episodes)
-    print(f"({time.perf_counter() - started:.1f} s)", flush=True)
-    sys.exit(status)
+    sys.exit(main(arguments.target, arguments.episodes))

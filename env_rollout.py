@@ -788,6 +788,12 @@ def solve_rate(environments, **kwargs) -> list[float]:
     return [1.0 if environment.get_reward() == 1.0 else 0.0 for environment in environments]
 
 
+def solve_guesses(environments, **kwargs) -> list[float]:
+    """The guesses a won game took, 0 for a lost one: its mean over the solve rate's mean is the
+    number of guesses per solve (both are plain means over the same rollouts)."""
+    return [float(getattr(environment, "moves", 1)) if environment.get_reward() == 1.0 else 0.0 for environment in environments]
+
+
 def invalid_move_rate(environments, **kwargs) -> list[float]:
     """The fraction of a rollout's guesses that were invalid moves."""
     rates = []
@@ -795,6 +801,9 @@ def invalid_move_rate(environments, **kwargs) -> list[float]:
         moves = getattr(environment, "moves", 0)
         rates.append(getattr(environment, "invalid_moves", 0) / moves if moves else 0.0)
     return rates
+
+
+LOGGED_METRICS = (solve_rate, invalid_move_rate, solve_guesses)
 
 
 def check_server_reachable(env_url: str, timeout_s: float = 5.0) -> None:
@@ -931,6 +940,8 @@ class FullConfig:
     )
     report_to: str = option("none", "where TRL sends its metrics", choices=("none", "trackio", "wandb", "tensorboard"))
     resume: bool = option(False, "continue from the newest checkpoint in --output-dir")
+    eval_games: int = option(64, "held-out games played before and after training (0: none)", at_least=0)
+    tiny: bool = option(False, "on a CPU, offline: this path with a tiny Qwen3 and the real game (tiny_qwen.py)")
 
     @property
     def rollouts_per_step(self) -> int:
@@ -996,14 +1007,25 @@ def grpo_config(config: FullConfig, **overrides):
         bf16=on_gpu,  # mixed precision on a GPU
         model_init_kwargs={"dtype": dtype},  # TRL would otherwise load float32 in every case
         gradient_checkpointing=True,
-        reward_weights=[0.0, 0.0],  # `solve_rate` and `invalid_move_rate` are logged, not trained on
+        reward_weights=[0.0] * len(LOGGED_METRICS),  # logged, never trained on
+        # The held-out evaluation: each game played once, as many at a time as one training pass.
+        num_generations_eval=1,
+        per_device_eval_batch_size=config.per_device_train_batch_size,
     )
     settings.update(overrides)
     return GRPOConfig(**settings)
 
 
 def build_grpo_trainer(
-    config, model, train_dataset, environment_factory, *, processing_class=None, lora_rank=0, trainer_class=None
+    config,
+    model,
+    train_dataset,
+    environment_factory,
+    *,
+    eval_dataset=None,
+    processing_class=None,
+    lora_rank=0,
+    trainer_class=None,
 ):
     """GRPOTrainer with an environment: the one builder that --full, --rehearse, --learn and the
     memory benchmark share. The environment's get_reward() is the training reward (weight 1)."""
@@ -1020,7 +1042,8 @@ def build_grpo_trainer(
         model=model,
         args=config,
         train_dataset=train_dataset,
-        reward_funcs=[solve_rate, invalid_move_rate],
+        reward_funcs=list(LOGGED_METRICS),
+        eval_dataset=eval_dataset,
         environment_factory=environment_factory,
         processing_class=processing_class,
         peft_config=peft_config,
@@ -1038,14 +1061,42 @@ def wordle_dataset(episodes: int, seed: int):
     return Dataset.from_list([{"prompt": prompt, "seed": rng.randrange(EVAL_FIRST_SEED)} for _ in range(episodes)])
 
 
-def run_full(config: FullConfig) -> None:
+def wordle_eval_dataset(games: int):
+    """The held-out games: the training prompt, with seeds from EVAL_FIRST_SEED on (training never
+    draws those), the same games before and after training."""
+    from datasets import Dataset
+
+    prompt = [{"role": "user", "content": WORDLE_PROMPT}]
+    return Dataset.from_list([{"prompt": prompt, "seed": EVAL_FIRST_SEED + game} for game in range(games)])
+
+
+def evaluate_games(trainer) -> dict:
+    """Play the held-out games through TRL's own evaluation (the same prompt, tools, chat template
+    and tool loop as training; one sampled game per seed) and read the figures it logged."""
+    trainer.evaluate()
+    logged = trainer.state.log_history[-1]
+    solve = logged["eval_rewards/solve_rate/mean"]
+    return {
+        "solve_rate": solve,
+        "invalid_move_rate": logged["eval_rewards/invalid_move_rate/mean"],
+        "guesses_per_solve": logged["eval_rewards/solve_guesses/mean"] / solve if solve else float("nan"),
+    }
+
+
+def run_full(config: FullConfig) -> dict:
+    """Train, and return what a caller may check: the evaluation before and after, the checkpoint
+    resumed from, and the trainer."""
     from transformers.trainer_utils import get_last_checkpoint
 
+    if config.tiny:
+        import tiny_qwen
+
+        return tiny_qwen.run_full_tiny(config)
     config = resolve_tier(config)
     if config.vllm_mode == "colocate" and not torch.cuda.is_available():
         raise SystemExit(
-            "--full: vLLM colocated (the default) needs a CUDA GPU, and this machine has none. "
-            "To debug the path on a CPU, slowly, pass --vllm-mode none."
+            "--full: vLLM colocated (the default) needs a CUDA GPU, and this machine has none. To debug the path "
+            "on a CPU, slowly, pass --vllm-mode none; to rehearse it end to end with a tiny model, --tiny."
         )
     if config.lora_rank == 0 and config.tier == "t1":
         raise SystemExit(
@@ -1069,24 +1120,39 @@ def run_full(config: FullConfig) -> None:
     opened, seconds = preflight(config.env_url, sessions)
     print(f"preflight: {opened} Wordle sessions opened and reset at {config.env_url} in {seconds:.1f} s")
 
-    dataset = wordle_dataset(config.episodes, config.seed)
     try:
         trainer = build_grpo_trainer(
-            trl_config, config.model, dataset, functools.partial(WordleEnv, config.env_url), lora_rank=config.lora_rank
+            trl_config,
+            config.model,
+            wordle_dataset(config.episodes, config.seed),
+            functools.partial(WordleEnv, config.env_url),
+            eval_dataset=wordle_eval_dataset(config.eval_games) if config.eval_games else None,
+            lora_rank=config.lora_rank,
         )
     except OSError as error:  # what transformers raises for a model it cannot find or download
         raise ModelLoadError(
             f"cannot load the model {config.model!r}: {error}\nOffline, pass --model with a local folder that "
             "holds the model (or set HF_HOME to a cache that has it)."
         ) from None
+    before = evaluate_games(trainer) if config.eval_games else None
     try:
         trainer.train(resume_from_checkpoint=checkpoint if config.resume else None)
     except KeyboardInterrupt:
         last = get_last_checkpoint(config.output_dir) or "none yet"
         raise SystemExit(f"interrupted; last checkpoint: {last}. Continue with --resume.") from None
+    after = evaluate_games(trainer) if config.eval_games else None
     trainer.save_model(config.output_dir)
-    what = "LoRA adapter (merge with peft's merge_and_unload)" if config.lora_rank else "model"
-    print(f"trained {what} saved to {config.output_dir}")
+    if trainer.accelerator.is_main_process:
+        what = "LoRA adapter (merge with peft's merge_and_unload)" if config.lora_rank else "model"
+        print(f"trained {what} saved to {config.output_dir}")
+        if before:
+            print(
+                f"wordle solve rate before={before['solve_rate']:.3f} after={after['solve_rate']:.3f} "
+                f"(invalid-move rate before={before['invalid_move_rate']:.3f} after={after['invalid_move_rate']:.3f}, "
+                f"guesses per solve before={before['guesses_per_solve']:.2f} after={after['guesses_per_solve']:.2f})"
+            )
+    resumed_from = os.path.basename(checkpoint) if config.resume else None
+    return {"before": before, "after": after, "resumed_from": resumed_from, "trainer": trainer, "config": config}
 
 
 # =====================================================================================================

@@ -76,8 +76,13 @@ def qwen3_chat_template() -> str:
         return file.read()
 
 
-def guess_call_text(value) -> str:
+def tool_call_text(arguments: dict, name: str = "guess") -> str:
     """A tool call as Qwen3 writes it, closed by the end-of-turn token."""
+    return f'<tool_call>\n{{"name": "{name}", "arguments": {json.dumps(arguments)}}}\n</tool_call><|im_end|>'
+
+
+def guess_call_text(value) -> str:
+    """GuessEnv's call, guess(value=...), as Qwen3 writes it. `value` is written as given."""
     return f'<tool_call>\n{{"name": "guess", "arguments": {{"value": {value}}}}}\n</tool_call><|im_end|>'
 
 
@@ -90,13 +95,14 @@ def training_chat_template(tokenizer) -> str:
     return get_training_chat_template(tokenizer) or tokenizer.chat_template
 
 
-def render_prompt_ids(tokenizer, prompt_text: str) -> list[int]:
-    """The prompt tokens exactly as TRL renders them: the tools' schema, the user turn, and the
-    generation prompt (with the empty think block of enable_thinking=False)."""
+def render_prompt_ids(tokenizer, prompt_text: str, tool=None) -> list[int]:
+    """The prompt tokens exactly as TRL renders them: the tool's schema (GuessEnv's guess unless
+    another is given), the user turn, and the generation prompt (with the empty think block of
+    enable_thinking=False)."""
     return tokenizer.apply_chat_template(
         [{"role": "user", "content": prompt_text}],
         chat_template=training_chat_template(tokenizer),
-        tools=[GuessEnv().guess],
+        tools=[tool or GuessEnv().guess],
         add_generation_prompt=True,
         tokenize=True,
         return_dict=False,
@@ -167,19 +173,10 @@ def format_example(tokenizer, rng: random.Random, closing: str = "Done.") -> tup
     return ids + closing_ids, weights + [1] * len(closing_ids)
 
 
-def build_tiny_tokenizer(seed: int = 0):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    template = qwen3_chat_template()
-    # Train byte-level BPE on rendered episodes, so the tool schema and the feedback words are cheap.
-    bootstrap = Tokenizer(models.BPE())
-    bootstrap.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bootstrap.decoder = decoders.ByteLevel()
-    wrapped = PreTrainedTokenizerFast(tokenizer_object=bootstrap)
-    wrapped.chat_template = template
-    rng, corpus = random.Random(seed), []
-    for _ in range(50):
+def guess_env_conversations(seed: int, count: int = 50) -> tuple[list[list[dict]], object]:
+    """GuessEnv episodes of random guesses as chat messages, and the tool they call: the tokenizer's corpus."""
+    rng, conversations = random.Random(seed), []
+    for _ in range(count):
         messages = []
         for entry in random_guess_episode(rng).trace:
             if entry.role == "assistant":
@@ -189,11 +186,29 @@ def build_tiny_tokenizer(seed: int = 0):
                 messages.append({"role": "tool", "name": "guess", "content": entry.text})
             else:
                 messages.append({"role": "user", "content": entry.text})
-        corpus.append(
-            wrapped.apply_chat_template(messages, tools=[GuessEnv().guess], tokenize=False, enable_thinking=False)
-        )
+        conversations.append(messages)
+    return conversations, GuessEnv().guess
+
+
+def build_tiny_tokenizer(seed: int = 0, conversations=None, vocab_size: int = 512):
+    """Byte-level BPE trained on rendered episodes (GuessEnv's unless `conversations`, a pair of
+    message lists and their tool, is given), so the tool schema and the feedback words are cheap."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    template = qwen3_chat_template()
+    bootstrap = Tokenizer(models.BPE())
+    bootstrap.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bootstrap.decoder = decoders.ByteLevel()
+    wrapped = PreTrainedTokenizerFast(tokenizer_object=bootstrap)
+    wrapped.chat_template = template
+    conversations, tool = conversations or guess_env_conversations(seed)
+    corpus = [
+        wrapped.apply_chat_template(messages, tools=[tool], tokenize=False, enable_thinking=False)
+        for messages in conversations
+    ]
     trainer = trainers.BpeTrainer(
-        vocab_size=512,
+        vocab_size=vocab_size,
         special_tokens=QWEN3_SPECIAL_TOKENS,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
@@ -222,15 +237,22 @@ def build_tiny_model(tokenizer, seed: int = 0, **shape):
 
 
 def warm_start(
-    model, tokenizer, steps: int, batch: int = 16, lr: float = 3e-3, seed: int = 0, closing: str = "Done."
+    model,
+    tokenizer,
+    steps: int,
+    batch: int = 16,
+    lr: float = 3e-3,
+    seed: int = 0,
+    closing: str = "Done.",
+    make_example=format_example,
 ) -> float:
     """Supervised pass on the exact token sequences TRL generates from; loss only where weight is 1.
-    Returns the final loss."""
+    `make_example(tokenizer, rng, closing)` gives one (ids, weights) pair. Returns the final loss."""
     rng = random.Random(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
     for _ in range(steps):
-        examples = [format_example(tokenizer, rng, closing) for _ in range(batch)]
+        examples = [make_example(tokenizer, rng, closing) for _ in range(batch)]
         width = max(len(ids) for ids, _ in examples)
         ids = torch.full((batch, width), tokenizer.pad_token_id)
         weights = torch.zeros(batch, width)
@@ -661,3 +683,167 @@ def run_learn(args) -> None:
     print(
         f"learn: {args.learn_eval_episodes} evaluation episodes each side, {time.perf_counter() - started:.0f} s in all"
     )
+
+
+# =====================================================================================================
+# --full --tiny: --full's own path, end to end on a CPU, against the real game
+# =====================================================================================================
+# run_full itself, with only its scale changed: a tiny Qwen3 and tokenizer built here, warm-started on
+# the Wordle tool-call format and saved to a folder, then passed to run_full as a user's --model DIR
+# would be. run_full does the rest as on a GPU: the preflight, the dataset with its seeds, WordleEnv,
+# LoRA adapters, a checkpoint every step, the metrics, the evaluation, the final save.
+
+WORDLE_WARM_START_WORDS = ("crane", "slate", "audio", "pious", "brick", "stone", "light", "mound", "plant", "house")
+TINY_RUN_MARK = ".tiny-full-rehearsal"  # a folder this mode made, and so may empty again
+
+
+@dataclasses.dataclass
+class TinyFullScale:
+    """The scale of --full --tiny: what differs from --full. Everything else is --full's."""
+
+    warm_start_steps: int = 120  # supervised steps (batch 8) on the Wordle tool-call format
+    lora_rank: int = 8
+    learning_rate: float = 1e-3
+    num_generations: int = 4
+    per_device_train_batch_size: int = 4
+    gradient_accumulation_steps: int = 2  # 8 rollouts (2 prompts x 4) per step
+    max_completion_length: int = 512  # six calls and six answers of the game
+    episodes: int = 16
+    eval_games: int = 8
+    first_steps: int = 2  # the first run stops here, as if killed after its checkpoint
+    total_steps: int = 3  # the resumed run continues to here
+
+
+def wordle_format_conversations(seed: int, count: int):
+    """Real games, played in-process with guesses drawn from a few valid words (the format, no
+    strategy), as the prompt text TRL builds (instruction + the game's opening) and (word, feedback)
+    turns."""
+    from env_rollout import WORDLE_PROMPT, WordleEnv
+
+    rng, env, games = random.Random(seed), WordleEnv("local"), []
+    for _ in range(count):
+        prompt_text = WORDLE_PROMPT + env.reset(seed=rng.randrange(EVAL_FIRST_SEED))  # what TRL appends
+        turns = []
+        for word in rng.sample(WORDLE_WARM_START_WORDS, rng.randint(1, 6)):
+            turns.append((word, env.guess(f"[{word}]")))
+            if env.get_reward() == 1.0 or env.moves >= 6 or "game is over" in turns[-1][1]:
+                break
+        games.append((prompt_text, turns))
+    return games
+
+
+def wordle_call(word: str) -> str:
+    return tool_call_text({"guess": f"[{word}]"})
+
+
+def build_tiny_wordle_model(folder: str, seed: int, warm_start_steps: int) -> float:
+    """A tiny Qwen3 and its tokenizer that write well-formed Wordle tool calls, saved to `folder`.
+    Returns the warm start's final loss."""
+    from env_rollout import WordleEnv
+
+    games = wordle_format_conversations(seed, 48)
+    tool = WordleEnv("local").guess  # its schema; no game is started
+    conversations = []
+    for prompt_text, turns in games:
+        messages = [{"role": "user", "content": prompt_text}]
+        for word, feedback in turns:
+            call = {"type": "function", "function": {"name": "guess", "arguments": {"guess": f"[{word}]"}}}
+            messages += [{"role": "assistant", "content": "", "tool_calls": [call]}]
+            messages += [{"role": "tool", "name": "guess", "content": feedback}]
+        conversations.append(messages)
+    tokenizer = build_tiny_tokenizer(seed, conversations=(conversations, tool), vocab_size=1024)
+    model = build_tiny_model(tokenizer, seed, max_position_embeddings=2048)
+
+    def make_example(tokenizer, rng, closing):
+        prompt_text, turns = games[rng.randrange(len(games))]
+        ids = render_prompt_ids(tokenizer, prompt_text, tool)
+        weights = [0] * len(ids)
+        for word, feedback in turns:
+            call = tokenizer.encode(wordle_call(word), add_special_tokens=False)
+            answer = tool_response_ids(tokenizer, "guess", feedback)
+            ids, weights = ids + call + answer, weights + [1] * len(call) + [0] * len(answer)
+        closing_ids = tokenizer.encode(closing + tokenizer.eos_token, add_special_tokens=False)
+        return ids + closing_ids, weights + [1] * len(closing_ids)
+
+    loss = warm_start(model, tokenizer, warm_start_steps, batch=8, seed=seed, closing="", make_example=make_example)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return loss
+
+
+def prepare_tiny_folder(folder: str) -> None:
+    """An empty folder for the run: made here, or made by an earlier --full --tiny (then emptied);
+    anything else is refused, never deleted."""
+    import shutil
+
+    if os.path.exists(folder) and os.listdir(folder):
+        if not os.path.exists(os.path.join(folder, TINY_RUN_MARK)):
+            raise SystemExit(f"{folder} exists and was not made by --full --tiny: pass another --output-dir")
+        shutil.rmtree(folder)
+    os.makedirs(folder, exist_ok=True)
+    open(os.path.join(folder, TINY_RUN_MARK), "w").close()
+
+
+def run_full_tiny(config: FullConfig) -> dict:
+    from accelerate import PartialState
+
+    from env_rollout import run_full
+
+    started = time.perf_counter()
+    torch.set_num_threads(1)  # tiny matrices: a second thread costs more than it saves (measured)
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    scale, state = TinyFullScale(), PartialState()  # under `accelerate launch`, one of several processes
+    root = config.output_dir or "wordle-grpo-tiny"
+    model_dir, run_dir = os.path.join(root, "model"), os.path.join(root, "run")
+    with state.main_process_first():  # the others wait, then read the same model
+        if state.is_main_process:
+            prepare_tiny_folder(root)
+            loss = build_tiny_wordle_model(model_dir, config.seed, scale.warm_start_steps)
+            print(f"tiny model: warm start on the Wordle tool-call format, final loss {loss:.3f}, saved to {model_dir}")
+    tiny = dataclasses.replace(
+        config,
+        tiny=False,
+        model=model_dir,
+        output_dir=run_dir,
+        vllm_mode="none",
+        lora_rank=scale.lora_rank,
+        learning_rate=scale.learning_rate,
+        num_generations=scale.num_generations,
+        per_device_train_batch_size=scale.per_device_train_batch_size,
+        gradient_accumulation_steps=scale.gradient_accumulation_steps,
+        max_completion_length=scale.max_completion_length,
+        episodes=scale.episodes,
+        eval_games=scale.eval_games,
+        save_steps=1,
+        max_steps=scale.first_steps,
+        resume=False,
+    )
+    run_full(tiny)  # as if it were killed after this step's checkpoint
+    result = run_full(dataclasses.replace(tiny, max_steps=scale.total_steps, resume=True))
+    trainer = result["trainer"]
+    check(trainer.state.global_step == scale.total_steps, f"ran to step {trainer.state.global_step}")
+    check(result["resumed_from"] == f"checkpoint-{scale.first_steps}", f"resumed from {result['resumed_from']}")
+    if state.is_main_process:
+        check_saved_adapter(trainer.model, model_dir, run_dir)
+        after = result["after"]
+        print(
+            f"full rehearsal ok: steps={trainer.state.global_step} resumed_from={result['resumed_from']} "
+            f"solve_rate={after['solve_rate']:.3f} invalid_move_rate={after['invalid_move_rate']:.3f} adapter={run_dir}"
+        )
+        print(f"({time.perf_counter() - started:.0f} s in all)")
+    return result
+
+
+def check_saved_adapter(trained_model, model_dir: str, adapter_dir: str) -> None:
+    """Load the saved adapter onto the base model with peft, as a user would, and compare it with
+    the adapter that was trained: every LoRA weight equal, and not the freshly initialised ones."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(model_dir), adapter_dir)
+    trained = {k: v for k, v in trained_model.state_dict().items() if "lora_" in k}
+    saved = {k: v for k, v in loaded.state_dict().items() if "lora_" in k}
+    check(len(saved) > 0 and saved.keys() == trained.keys(), "the saved adapter's LoRA weights do not match the trained model's")
+    for name, weight in trained.items():
+        check(torch.equal(weight.cpu(), saved[name].cpu()), f"{name} differs between the trained and the saved adapter")
+    check(any(weight.abs().sum() > 0 for name, weight in saved.items() if "lora_B" in name), "the adapter was never trained")

@@ -195,6 +195,18 @@ class SystemExitEnv(CleanEnv):
         return super().guess(value)
 
 
+class AsyncSystemExitEnv(AsyncEnv):
+    async def guess(self, value: int) -> str:
+        """Guess the number.
+
+        Args:
+            value: A whole number from 1 to 4.
+        """
+        if not isinstance(value, int):
+            raise SystemExit("not a number")
+        return await super().guess(value)
+
+
 class EndlessEnv(CleanEnv):
     def guess(self, value: int) -> str:
         """Guess the number; the game never ends.
@@ -271,9 +283,26 @@ class UnseededEnv(CleanEnv):
 
 
 class LeakyUnseededEnv(CleanEnv):
+    """Two defects: the task comes from the global RNG with no seed, and a count outlives the episode."""
+
+    def __init__(self):
+        super().__init__()
+        self._guesses_ever = 0  # never cleared by reset
+
     def reset(self, **kwargs) -> str:
-        self._target = random.randint(1, 4)  # random from the global RNG, and _turns is never cleared
-        return "Guess my number from 1 to 4; you have 2 tries."
+        text = super().reset()
+        self._target = random.randint(1, 4)
+        return text
+
+    def guess(self, value: int) -> str:
+        """Guess the number.
+
+        Args:
+            value: A whole number from 1 to 4.
+        """
+        answer = super().guess(value)
+        self._guesses_ever += 1
+        return f"{answer} (guess number {self._guesses_ever})"
 
 
 class SeedChangesNothingEnv(CleanEnv):

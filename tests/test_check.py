@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import time
+import warnings
 
 import pytest
 from conftest import ROOT
@@ -71,7 +72,8 @@ DEFECTS = {
     "BareKeyErrorEnv": [("WARN", "episodes", "bare KeyError")],
     "AssertingEnv": [("WARN", "episodes", "AssertionError")],
     "PythonTypeErrorEnv": [("WARN", "episodes", "TypeError from Python itself")],
-    "SystemExitEnv": [("FAIL", "episodes", "raise ValueError")],
+    "SystemExitEnv": [("FAIL", "episodes", "so this stops the training run. Fix: raise ValueError")],
+    "AsyncSystemExitEnv": [("FAIL", "episodes", "so this hangs the training run. Fix: raise ValueError")],
     "EndlessEnv": [("WARN", "episodes", "set max_tool_calling_iterations")],
     "ReturnsNoneEnv": [("WARN", "episodes", "return a short string")],
     "NoRewardEnv": [("WARN", "get_reward", "def get_reward(self) -> float")],
@@ -127,6 +129,7 @@ def test_async_tools_are_awaited_and_marked():
 
 
 def test_a_tool_that_hangs_stops_the_check_with_a_fail():
+    env_check.training_chat_template(env_check.stand_in_tokenizer())  # built once, before the clock starts
     started = time.perf_counter()
     status, report = check("broken_envs:HangingEnv", call_timeout_s=0.5)
     assert status == 1 and time.perf_counter() - started < 5
@@ -156,7 +159,7 @@ def test_the_command_line_on_guess_env_exits_0_within_the_bar():
     elapsed = time.perf_counter() - started
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("check: env_rollout:GuessEnv (20 episodes)\n")
-    assert re.search(r"^check: \d+ PASS, 0 WARN, 0 FAIL$", result.stdout, flags=re.M), result.stdout
+    assert re.search(r"^check: \d+ PASS, 0 WARN, 0 FAIL \([\d.]+ s\)$", result.stdout, flags=re.M), result.stdout
     assert elapsed < 45, f"{elapsed:.1f} s (the bar, on a quiet 2-core machine, is 15 s)"
 
 
@@ -256,18 +259,20 @@ def trainer(tmp_path_factory):
     config = Qwen3Config(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **shape)
     factories = {name: getattr(broken_envs, name) for name in COMPARED}
     rows = Dataset.from_dict({"prompt": [[{"role": "user", "content": "x"}]] * len(COMPARED), "environment": COMPARED})
-    args = GRPOConfig(
-        output_dir=str(tmp_path_factory.mktemp("trainer")),
-        use_cpu=True,
-        bf16=False,
-        per_device_train_batch_size=2,
-        num_generations=2,
-        max_completion_length=8,
-        max_steps=1,
-        report_to="none",
-        save_strategy="no",
-        chat_template_kwargs={"enable_thinking": False},
-    )
+    with warnings.catch_warnings():  # transformers' FutureWarning about a TRL default, not ours to fix
+        warnings.simplefilter("ignore", FutureWarning)
+        args = GRPOConfig(
+            output_dir=str(tmp_path_factory.mktemp("trainer")),
+            use_cpu=True,
+            bf16=False,
+            per_device_train_batch_size=2,
+            num_generations=2,
+            max_completion_length=8,
+            max_steps=1,
+            report_to="none",
+            save_strategy="no",
+            chat_template_kwargs={"enable_thinking": False},
+        )
     model = Qwen3ForCausalLM(config)
     return GRPOTrainer(
         model=model, args=args, train_dataset=rows, environment_factory=factories, processing_class=tokenizer
