@@ -2,7 +2,7 @@
 
     python env_check.py MODULE:CLASS [--episodes K]          e.g. python env_check.py env_rollout:GuessEnv
     python env_check.py path/to/file.py:CLASS [--episodes K]
-    python env_rollout.py --check TARGET [--check-episodes K]  (the same check, through the lab's script)
+    python env_rollout.py --check TARGET [--episodes K]        (the same check, through the lab's script)
 
 It imports the class as a training script would, builds it with no arguments (TRL calls
 `environment_factory()`), and prints one line per finding, PASS, WARN or FAIL, with what it saw and how to
@@ -1190,7 +1190,7 @@ def check_pooling_and_determinism(
     prompt with the same row: a reused instance must behave as a fresh one, and the row (its `seed`)
     must decide the task."""
     if not plan.tools:
-        report.add(SKIP, "determinism", "not checked: no tool can be called (see tools above)")
+        report.add(SKIP, "determinism", "pooling and determinism not checked: no tool can be called (see tools above)")
         return
 
     def build():
@@ -1275,13 +1275,10 @@ def check_pooling_and_determinism(
         # The row does not decide the episode: pin the global generators, where such code usually draws.
         # The new instances are reset once first: set-up done lazily on the first reset (WordleEnv opens
         # its game there) can draw from the same generators and shift what the episode draws.
-        pinned_first, pinned_second = build(), build()
-        for instance in (pinned_first, pinned_second):
+        new_ones = [build(), build()]
+        for instance in new_ones:
             invoke(caller, "reset", instance.reset, rows[0])
-        pinned_first, pinned_second = (
-            play_rows(pinned_first, rows, pinned=True),
-            play_rows(pinned_second, rows, pinned=True),
-        )
+        pinned_first, pinned_second = (play_rows(instance, rows, pinned=True) for instance in new_ones)
         if not all(same(one, other) for one, other in zip(pinned_first, pinned_second, strict=True)):
             report.add(
                 SKIP,

@@ -843,7 +843,13 @@ def check_saved_adapter(trained_model, model_dir: str, adapter_dir: str) -> None
     loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(model_dir), adapter_dir)
     trained = {k: v for k, v in trained_model.state_dict().items() if "lora_" in k}
     saved = {k: v for k, v in loaded.state_dict().items() if "lora_" in k}
-    check(len(saved) > 0 and saved.keys() == trained.keys(), "the saved adapter's LoRA weights do not match the trained model's")
+    check(
+        len(saved) > 0 and saved.keys() == trained.keys(),
+        "the saved adapter's LoRA weights do not match the trained model's",
+    )
     for name, weight in trained.items():
         check(torch.equal(weight.cpu(), saved[name].cpu()), f"{name} differs between the trained and the saved adapter")
-    check(any(weight.abs().sum() > 0 for name, weight in saved.items() if "lora_B" in name), "the adapter was never trained")
+    check(
+        any(weight.abs().sum() > 0 for name, weight in saved.items() if "lora_B" in name),
+        "the adapter was never trained",
+    )

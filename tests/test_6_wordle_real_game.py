@@ -238,3 +238,22 @@ def test_full_offline_passes_the_local_preflight_then_stops_on_the_model_load():
     assert "preflight: 1 Wordle sessions opened and reset at local in" in result.stdout
     assert "cannot load the model 'Qwen/Qwen3-1.7B'" in result.stderr and "--model" in result.stderr
     assert not os.path.exists(os.path.join(env_rollout_root(), "unused-wordle-run"))
+
+
+def test_a_copied_local_game_plays_exactly_as_a_freshly_built_one():
+    """new_local_game copies the first game instead of building each (1.5 s against 0.13 s): the
+    copy must play the same secret words and give the same feedback and rewards as a built one."""
+    from textarena_env import TextArenaAction
+    from textarena_env.server.environment import TextArenaEnvironment
+
+    built = TextArenaEnvironment("Wordle-v0", download_nltk=False)
+    copied = env_rollout.new_local_game()
+    assert copied is not env_rollout.new_local_game()  # each call, a game of its own
+    for seed in (1, 2, 3):
+        observations = [env_rollout.seeded_local_reset(game, seed) for game in (built, copied)]
+        assert observations[0].messages[0].content == observations[1].messages[0].content
+        for word in ("[crane]", "[zzzzz]", "[slate]", "[qqqqq]", "[zzzzz]"):
+            steps = [game.step(TextArenaAction(message=word)) for game in (built, copied)]
+            assert [s.messages[0].content for s in steps[:1]] == [s.messages[0].content for s in steps[1:]]
+            assert (steps[0].reward, steps[0].done) == (steps[1].reward, steps[1].done)
+        assert built._ta_env.state.game_state["secret_word"] == copied._ta_env.state.game_state["secret_word"]

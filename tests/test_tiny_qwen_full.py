@@ -1,0 +1,123 @@
+"""tiny_qwen.py, --full --tiny: run_full end to end on a CPU against the real game, and a checkpoint
+as a complete restart point (an interrupted run, resumed, trains on the same prompts as one that
+was never interrupted)."""
+
+import dataclasses
+import re
+
+import pytest
+from conftest import run_script
+
+import env_rollout
+from env_rollout import EVAL_FIRST_SEED, FullConfig, WordleEnv, run_full
+from tiny_qwen import TinyFullScale, build_tiny_wordle_model
+
+pytest.importorskip("trl")
+try:
+    import nltk
+    import textarena_env.server.environment  # noqa: F401
+
+    nltk.data.find("corpora/words")
+except (ImportError, LookupError) as error:
+    pytest.skip(f"the real Wordle is not installed here ({error}); `make test` installs it", allow_module_level=True)
+
+
+def test_full_tiny_end_to_end(tmp_path):
+    result = run_script("--full", "--tiny", "--output-dir", str(tmp_path / "tiny"), timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert re.search(r"^preflight: 1 Wordle sessions opened and reset at local in \d+\.\d s$", out, re.M)
+    evaluations = re.findall(
+        r"^wordle solve rate before=(\d\.\d{3}) after=(\d\.\d{3}) \(invalid-move rate before=(\d\.\d{3}) "
+        r"after=(\d\.\d{3}), guesses per solve before=(\S+) after=(\S+)\)$",
+        out,
+        re.M,
+    )
+    assert len(evaluations) == 2  # the first run and the resumed one
+    assert evaluations[0][0] == evaluations[1][0] and evaluations[0][2] == evaluations[1][2]  # same games, same start
+    final = re.search(
+        r"^full rehearsal ok: steps=3 resumed_from=checkpoint-2 solve_rate=(\d\.\d{3}) "
+        r"invalid_move_rate=(\d\.\d{3}) adapter=(\S+)$",
+        out,
+        re.M,
+    )
+    assert final, out[-3000:]
+    adapter = final.group(3)
+    assert (tmp_path / "tiny" / "run" / "adapter_config.json").exists() and adapter.endswith("run")
+    assert (tmp_path / "tiny" / "run" / "checkpoint-3").is_dir()
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    folder = str(tmp_path_factory.mktemp("tiny-wordle-model"))
+    build_tiny_wordle_model(folder, seed=0, warm_start_steps=40)
+    return folder
+
+
+def training_seeds_by_step(monkeypatch, run) -> list[int]:
+    """The seeds WordleEnv.reset was given by training (evaluation games use seeds from EVAL_FIRST_SEED)."""
+    seeds = []
+    reset = WordleEnv.reset
+
+    def recording_reset(self, seed=None, **kwargs):
+        if seed is not None and seed < EVAL_FIRST_SEED:
+            seeds.append(seed)
+        return reset(self, seed=seed, **kwargs)
+
+    monkeypatch.setattr(WordleEnv, "reset", recording_reset)
+    run()
+    monkeypatch.setattr(WordleEnv, "reset", reset)
+    return seeds
+
+
+def test_an_interrupted_run_resumes_on_the_prompts_it_had_not_trained_on(tiny_model, tmp_path, monkeypatch):
+    scale = TinyFullScale()
+    rollouts = scale.per_device_train_batch_size * scale.gradient_accumulation_steps
+    config = FullConfig(
+        model=tiny_model,
+        vllm_mode="none",
+        lora_rank=scale.lora_rank,
+        learning_rate=scale.learning_rate,
+        num_generations=scale.num_generations,
+        per_device_train_batch_size=scale.per_device_train_batch_size,
+        gradient_accumulation_steps=scale.gradient_accumulation_steps,
+        max_completion_length=128,
+        episodes=scale.episodes,
+        eval_games=0,
+        save_steps=1,
+        max_steps=3,
+    )
+    whole = dataclasses.replace(config, output_dir=str(tmp_path / "whole"))
+    uninterrupted = training_seeds_by_step(monkeypatch, lambda: run_full(whole))
+    assert len(uninterrupted) == 3 * rollouts
+
+    # Ctrl-C right after the checkpoint of step 2 has been written, inside trainer.train().
+    from transformers import TrainerCallback
+
+    class CtrlCAfterStep2(TrainerCallback):
+        def on_save(self, args, state, control, **kwargs):
+            if state.global_step == 2:
+                raise KeyboardInterrupt
+
+    build = env_rollout.build_grpo_trainer
+
+    def build_with_interrupt(*args, **kwargs):
+        trainer = build(*args, **kwargs)
+        trainer.add_callback(CtrlCAfterStep2())
+        return trainer
+
+    broken = dataclasses.replace(config, output_dir=str(tmp_path / "broken"))
+    monkeypatch.setattr(env_rollout, "build_grpo_trainer", build_with_interrupt)
+    with pytest.raises(SystemExit, match="interrupted; last checkpoint: .*checkpoint-2. Continue with --resume"):
+        training_seeds_by_step(monkeypatch, lambda: run_full(broken))
+    monkeypatch.setattr(env_rollout, "build_grpo_trainer", build)
+    with pytest.raises(SystemExit, match="already holds"):
+        run_full(broken)  # a run is never silently overwritten
+
+    resumed = {}
+    seeds = training_seeds_by_step(
+        monkeypatch, lambda: resumed.update(run_full(dataclasses.replace(broken, resume=True)))
+    )
+    assert resumed["resumed_from"] == "checkpoint-2" and resumed["trainer"].state.global_step == 3
+    assert seeds == uninterrupted[2 * rollouts :]  # step 3's prompts, each with its seed, in the same order
+    assert len(set(seeds)) == rollouts // scale.num_generations  # G rollouts per prompt share one seed
