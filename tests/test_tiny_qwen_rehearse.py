@@ -146,4 +146,4 @@ def test_guess_env_is_a_valid_environment_factory(tokenizer, tmp_path):
     )
     assert [tool.__name__ for tool in trainer.tools] == ["guess"]
     assert trainer.reward_func_names[-1] == "GuessEnv"
-    assert trainer.reward_weights.tolist() == [0.0, 0.0, 1.0]
+    assert trainer.reward_weights.tolist() == [0.0] * len(env_rollout.LOGGED_METRICS) + [1.0]
