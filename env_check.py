@@ -74,11 +74,6 @@ HELPER_NAMES = {
 # raised them itself (a failed lookup or operation) rather than a `raise` statement of the environment.
 PROGRAMMING_ERRORS = (TypeError, AttributeError, NameError, IndexError, ZeroDivisionError, RecursionError)
 
-# Qwen3's special tokens: one token each in Qwen3's tokenizer, and in the stand-in one.
-QWEN3_SPECIAL_TOKENS = [
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>",
-    "<tool_response>", "</tool_response>", "<think>", "</think>",
-]  # fmt: skip
 # Standard-library modules whose source trains the stand-in tokenizer: English prose (docstrings,
 # comments) and code, about 3 MB, present wherever Python is.
 STAND_IN_CORPUS = [
@@ -596,21 +591,13 @@ def check_reset_result(report: Report, text, error, row: dict) -> bool:
 # =====================================================================================================
 
 
-def trl_qwen3_chat_template() -> str:
-    """TRL's copy of Qwen3's chat template (trl/chat_templates/qwen3.jinja), as --full's model has it."""
-    import trl
-
-    with open(os.path.join(os.path.dirname(trl.__file__), "chat_templates", "qwen3.jinja"), encoding="utf-8") as file:
-        return file.read()
-
-
 @functools.lru_cache(maxsize=1)
 def stand_in_tokenizer():
     """A byte-level BPE tokenizer trained here on Python's own source (about 1 s), with Qwen3's special
-    tokens and TRL's Qwen3 chat template. Nothing can be downloaded, so Qwen3's own tokenizer is out
-    of reach; this one counts English and JSON at roughly 3 to 4 characters a token."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    tokens and TRL's Qwen3 chat template (tiny_qwen.train_bpe_tokenizer). Nothing can be downloaded, so
+    Qwen3's own tokenizer is out of reach; this one counts English and JSON at roughly 3 to 4
+    characters a token."""
+    from tiny_qwen import train_bpe_tokenizer
 
     stdlib = sysconfig.get_paths()["stdlib"]
     corpus = []
@@ -619,31 +606,7 @@ def stand_in_tokenizer():
         if os.path.isfile(path):
             with open(path, encoding="utf-8", errors="replace") as file:
                 corpus.append(file.read())
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=STAND_IN_VOCAB,
-        special_tokens=QWEN3_SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    bpe.train_from_iterator(corpus, trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bpe,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        additional_special_tokens=QWEN3_SPECIAL_TOKENS[3:],
-    )
-    tokenizer.chat_template = trl_qwen3_chat_template()
-    return tokenizer
-
-
-def training_chat_template(tokenizer) -> str:
-    """The template TRL renders prompts with: for Qwen3, TRL's prefix-preserving training variant."""
-    from trl.chat_template_utils import get_training_chat_template
-
-    return get_training_chat_template(tokenizer) or tokenizer.chat_template
+    return train_bpe_tokenizer(corpus, STAND_IN_VOCAB, padding_side="right")
 
 
 def render_prompt(tokenizer, template: str, user_text: str, tools: list) -> str:
@@ -662,6 +625,8 @@ def check_prompt(report: Report, tools: list[Tool], reset_text) -> None:
     shown = [tool for tool in tools if tool.schema is not None]
     try:
         tokenizer = stand_in_tokenizer()
+        from tiny_qwen import training_chat_template
+
         template = training_chat_template(tokenizer)
     except ImportError as error:
         report.add(WARN, "prompt", f"not rendered: {error}. Fix: pip install trl transformers tokenizers.")
@@ -1313,11 +1278,20 @@ def check_pooling_and_determinism(
 # =====================================================================================================
 
 
+def pickle_error(thing) -> Exception | None:
+    try:
+        pickle.loads(pickle.dumps(thing))
+    except Exception as error:
+        return error
+    return None
+
+
 def check_pickle(report: Report, caller: Caller, factory) -> None:
     name = getattr(factory, "__qualname__", repr(factory))
-    try:
-        pickle.loads(pickle.dumps(factory))
-    except Exception as error:
+    error = pickle_error(factory)
+    if error is None:
+        report.add(PASS, "pickle", f"the factory {name} pickles (AsyncGRPOTrainer sends it to its rollout process)")
+    else:
         report.add(
             WARN,
             "pickle",
@@ -1325,14 +1299,13 @@ def check_pickle(report: Report, caller: Caller, factory) -> None:
             "(AsyncGRPOTrainer) pickles environment_factory to start its rollout process and refuses to start. "
             "Fix: define the class (or a factory function) at the top level of a module; functools.partial works too.",
         )
-    else:
-        report.add(PASS, "pickle", f"the factory {name} pickles (AsyncGRPOTrainer sends it to its rollout process)")
-    instance, error = caller.call(factory)
-    if error is not None:
+    instance, failed = caller.call(factory)
+    if failed is not None:
         return
-    try:
-        pickle.loads(pickle.dumps(instance))
-    except Exception as error:
+    error = pickle_error(instance)
+    if error is None:
+        report.add(PASS, "pickle", "a fresh instance pickles too")
+    else:
         report.add(
             WARN,
             "pickle",
@@ -1341,8 +1314,6 @@ def check_pickle(report: Report, caller: Caller, factory) -> None:
             "fails. Fix: keep locks, lambdas, open files and sockets off the instance until reset(), or drop them in "
             "__getstate__.",
         )
-    else:
-        report.add(PASS, "pickle", "a fresh instance pickles too")
 
 
 # =====================================================================================================

@@ -190,39 +190,51 @@ def guess_env_conversations(seed: int, count: int = 50) -> tuple[list[list[dict]
     return conversations, GuessEnv().guess
 
 
-def build_tiny_tokenizer(seed: int = 0, conversations=None, vocab_size: int = 512):
-    """Byte-level BPE trained on rendered episodes (GuessEnv's unless `conversations`, a pair of
-    message lists and their tool, is given), so the tool schema and the feedback words are cheap."""
+def train_bpe_tokenizer(corpus: list[str], vocab_size: int, padding_side: str = "left"):
+    """A byte-level BPE tokenizer trained on `corpus`, with Qwen3's special tokens (one token each)
+    and TRL's Qwen3 chat template, which TRL recognises: it then sets the Qwen3 response parser itself."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    template = qwen3_chat_template()
-    bootstrap = Tokenizer(models.BPE())
-    bootstrap.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bootstrap.decoder = decoders.ByteLevel()
-    wrapped = PreTrainedTokenizerFast(tokenizer_object=bootstrap)
-    wrapped.chat_template = template
-    conversations, tool = conversations or guess_env_conversations(seed)
-    corpus = [
-        wrapped.apply_chat_template(messages, tools=[tool], tokenize=False, enable_thinking=False)
-        for messages in conversations
-    ]
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         special_tokens=QWEN3_SPECIAL_TOKENS,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    bootstrap.train_from_iterator(corpus, trainer)
+    bpe.train_from_iterator(corpus, trainer)
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bootstrap,
+        tokenizer_object=bpe,
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
-        padding_side="left",
+        padding_side=padding_side,
         additional_special_tokens=QWEN3_SPECIAL_TOKENS[3:],
     )
-    tokenizer.chat_template = template  # TRL recognises it and sets the Qwen3 response parser itself
+    tokenizer.chat_template = qwen3_chat_template()
     return tokenizer
+
+
+def build_tiny_tokenizer(seed: int = 0, conversations=None, vocab_size: int = 512):
+    """Byte-level BPE trained on rendered episodes (GuessEnv's unless `conversations`, a pair of
+    message lists and their tool, is given), so the tool schema and the feedback words are cheap."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    # An untrained byte-level tokenizer with the template, only to render the corpus as text.
+    bootstrap = Tokenizer(models.BPE())
+    bootstrap.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bootstrap.decoder = decoders.ByteLevel()
+    renderer = PreTrainedTokenizerFast(tokenizer_object=bootstrap)
+    renderer.chat_template = qwen3_chat_template()
+    conversations, tool = conversations or guess_env_conversations(seed)
+    corpus = [
+        renderer.apply_chat_template(messages, tools=[tool], tokenize=False, enable_thinking=False)
+        for messages in conversations
+    ]
+    return train_bpe_tokenizer(corpus, vocab_size)
 
 
 def build_tiny_model(tokenizer, seed: int = 0, **shape):
@@ -364,23 +376,29 @@ def cpu_grpo_config(full: FullConfig, **overrides):
     return grpo_config(full, **{**cpu, **overrides})
 
 
-def rehearsal_config(config: RehearseConfig, output_dir: str):
-    """--full's configuration with the rehearsal's scale: one batch of G-rollout groups per step,
-    transformers generation, short episodes."""
-    full = dataclasses.replace(
+def one_batch_full_config(output_dir: str, config, rollouts_per_step: int, steps: int, **fields) -> FullConfig:
+    """--full's configuration for a tiny model on a CPU: all of a step's rollouts in one batch, no
+    LoRA, transformers generation, and the run's own seed, learning rate, G and episode length."""
+    return dataclasses.replace(
         FullConfig(),
         output_dir=output_dir,
         seed=config.seed,
         lora_rank=0,
         learning_rate=config.learning_rate,
         num_generations=config.num_generations,
-        per_device_train_batch_size=config.rollouts_per_step,
+        per_device_train_batch_size=rollouts_per_step,
         gradient_accumulation_steps=1,
         max_completion_length=config.max_completion_length,
-        max_steps=config.rehearse_steps,
+        max_steps=steps,
         vllm_mode="none",
+        **fields,
     )
-    return cpu_grpo_config(full)
+
+
+def rehearsal_config(config: RehearseConfig, output_dir: str):
+    """--full's configuration with the rehearsal's scale: one batch of G-rollout groups per step,
+    transformers generation, short episodes."""
+    return cpu_grpo_config(one_batch_full_config(output_dir, config, config.rollouts_per_step, config.rehearse_steps))
 
 
 def guess_dataset(rows: int):
@@ -620,19 +638,9 @@ def learning_trainer_class():
 def learn_config(config: LearnConfig, output_dir: str):
     """--full's configuration with --learn's scale and recipe: `learn_prompts` groups of G rollouts,
     one batch per step, short episodes, a warm-up, truncated episodes masked."""
-    full = dataclasses.replace(
-        FullConfig(),
-        output_dir=output_dir,
-        seed=config.seed,
-        lora_rank=0,
-        learning_rate=config.learning_rate,
-        num_generations=config.num_generations,
-        per_device_train_batch_size=config.learn_prompts * config.num_generations,
-        gradient_accumulation_steps=1,
-        max_completion_length=config.max_completion_length,
-        max_tool_calling_iterations=config.max_tool_calling_iterations,
-        max_steps=config.learn_steps,
-        vllm_mode="none",
+    rollouts = config.learn_prompts * config.num_generations
+    full = one_batch_full_config(
+        output_dir, config, rollouts, config.learn_steps, max_tool_calling_iterations=config.max_tool_calling_iterations
     )
     return cpu_grpo_config(
         full, warmup_steps=config.warmup_steps, mask_truncated_completions=config.mask_truncated_completions
@@ -784,23 +792,10 @@ def prepare_tiny_folder(folder: str) -> None:
     open(os.path.join(folder, TINY_RUN_MARK), "w").close()
 
 
-def run_full_tiny(config: FullConfig) -> dict:
-    from accelerate import PartialState
-
-    from env_rollout import run_full
-
-    started = time.perf_counter()
-    torch.set_num_threads(1)  # tiny matrices: a second thread costs more than it saves (measured)
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    scale, state = TinyFullScale(), PartialState()  # under `accelerate launch`, one of several processes
-    root = config.output_dir or "wordle-grpo-tiny"
-    model_dir, run_dir = os.path.join(root, "model"), os.path.join(root, "run")
-    with state.main_process_first():  # the others wait, then read the same model
-        if state.is_main_process:
-            prepare_tiny_folder(root)
-            loss = build_tiny_wordle_model(model_dir, config.seed, scale.warm_start_steps)
-            print(f"tiny model: warm start on the Wordle tool-call format, final loss {loss:.3f}, saved to {model_dir}")
-    tiny = dataclasses.replace(
+def tiny_full_config(config: FullConfig, model_dir: str, run_dir: str, scale: TinyFullScale) -> FullConfig:
+    """The user's --full configuration at the tiny scale: the tiny model, transformers generation,
+    a checkpoint every step, the first run's steps."""
+    return dataclasses.replace(
         config,
         tiny=False,
         model=model_dir,
@@ -818,6 +813,25 @@ def run_full_tiny(config: FullConfig) -> dict:
         max_steps=scale.first_steps,
         resume=False,
     )
+
+
+def run_full_tiny(config: FullConfig) -> dict:
+    from accelerate import PartialState
+
+    from env_rollout import run_full
+
+    started = time.perf_counter()
+    torch.set_num_threads(1)  # tiny matrices: a second thread costs more than it saves (measured)
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    scale, state = TinyFullScale(), PartialState()  # under `accelerate launch`, one of several processes
+    root = config.output_dir or "wordle-grpo-tiny"
+    model_dir, run_dir = os.path.join(root, "model"), os.path.join(root, "run")
+    with state.main_process_first():  # the others wait, then read the same model
+        if state.is_main_process:
+            prepare_tiny_folder(root)
+            loss = build_tiny_wordle_model(model_dir, config.seed, scale.warm_start_steps)
+            print(f"tiny model: warm start on the Wordle tool-call format, final loss {loss:.3f}, saved to {model_dir}")
+    tiny = tiny_full_config(config, model_dir, run_dir, scale)
     run_full(tiny)  # as if it were killed after this step's checkpoint
     result = run_full(dataclasses.replace(tiny, max_steps=scale.total_steps, resume=True))
     trainer = result["trainer"]

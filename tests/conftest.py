@@ -16,10 +16,12 @@ if os.path.isdir(os.path.join(WORDLE_KIT, "nltk_data")):
     os.environ.setdefault("TEXTARENA_DOWNLOAD_NLTK", "0")  # offline: do not try to download the word lists
 
 
-def run_script(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run env_rollout.py as a user would, from the repository root."""
+def run_script(
+    *args: str, timeout: float = 300, env: dict | None = None, script: str = "env_rollout.py"
+) -> subprocess.CompletedProcess:
+    """Run one of the project's scripts as a user would, from the repository root."""
     return subprocess.run(
-        [sys.executable, os.path.join(ROOT, "env_rollout.py"), *args],
+        [sys.executable, os.path.join(ROOT, script), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

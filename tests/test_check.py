@@ -11,14 +11,14 @@ import io
 import os
 import re
 import subprocess
-import sys
 import time
 import warnings
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, run_script
 
 import env_check
+import tiny_qwen
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 WORDLE_NLTK_DATA = os.path.join(os.path.dirname(ROOT), "shared", "wordle-kit", "nltk_data")
@@ -39,14 +39,7 @@ def findings(report: str, *statuses: str) -> list[tuple[str, str, str]]:
 
 
 def run_cli(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, os.path.join(ROOT, "env_check.py"), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
+    return run_script(*args, timeout=timeout, env=env, script="env_check.py")
 
 
 # --- one defect each: the finding, its status, and a fix that names what to do --------------------------
@@ -129,7 +122,7 @@ def test_async_tools_are_awaited_and_marked():
 
 
 def test_a_tool_that_hangs_stops_the_check_with_a_fail():
-    env_check.training_chat_template(env_check.stand_in_tokenizer())  # built once, before the clock starts
+    tiny_qwen.training_chat_template(env_check.stand_in_tokenizer())  # built once, before the clock starts
     started = time.perf_counter()
     status, report = check("broken_envs:HangingEnv", call_timeout_s=0.5)
     assert status == 1 and time.perf_counter() - started < 5
@@ -296,12 +289,12 @@ def test_the_prompt_is_the_one_trl_renders(trainer):
     import broken_envs
 
     tokenizer = env_check.stand_in_tokenizer()
-    assert env_check.training_chat_template(tokenizer) == trainer.chat_template
+    assert tiny_qwen.training_chat_template(tokenizer) == trainer.chat_template
     for name in ("CleanEnv", "AsyncEnv", "EdgeCasesEnv"):
         instance = getattr(broken_envs, name)()
         text = instance.reset(seed=3)
         tools = [tool.method for tool in env_check.check_tools(env_check.Report(io.StringIO()), instance)]
-        ours = env_check.render_prompt(tokenizer, env_check.training_chat_template(tokenizer), text, tools)
+        ours = env_check.render_prompt(tokenizer, tiny_qwen.training_chat_template(tokenizer), text, tools)
         trainer._batch_environments = [name]
         trl_ids, _, _ = trainer._tokenize_prompts([[{"role": "user", "content": text}]])
         assert tokenizer(ours, add_special_tokens=False)["input_ids"] == list(trl_ids[0])

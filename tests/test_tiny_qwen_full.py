@@ -10,7 +10,7 @@ from conftest import run_script
 
 import env_rollout
 from env_rollout import EVAL_FIRST_SEED, FullConfig, WordleEnv, run_full
-from tiny_qwen import TinyFullScale, build_tiny_wordle_model
+from tiny_qwen import TinyFullScale, build_tiny_wordle_model, tiny_full_config
 
 pytest.importorskip("trl")
 try:
@@ -73,20 +73,8 @@ def training_seeds_by_step(monkeypatch, run) -> list[int]:
 def test_an_interrupted_run_resumes_on_the_prompts_it_had_not_trained_on(tiny_model, tmp_path, monkeypatch):
     scale = TinyFullScale()
     rollouts = scale.per_device_train_batch_size * scale.gradient_accumulation_steps
-    config = FullConfig(
-        model=tiny_model,
-        vllm_mode="none",
-        lora_rank=scale.lora_rank,
-        learning_rate=scale.learning_rate,
-        num_generations=scale.num_generations,
-        per_device_train_batch_size=scale.per_device_train_batch_size,
-        gradient_accumulation_steps=scale.gradient_accumulation_steps,
-        max_completion_length=128,
-        episodes=scale.episodes,
-        eval_games=0,
-        save_steps=1,
-        max_steps=3,
-    )
+    tiny = tiny_full_config(FullConfig(), tiny_model, "unused", scale)
+    config = dataclasses.replace(tiny, max_completion_length=128, eval_games=0, max_steps=3)
     whole = dataclasses.replace(config, output_dir=str(tmp_path / "whole"))
     uninterrupted = training_seeds_by_step(monkeypatch, lambda: run_full(whole))
     assert len(uninterrupted) == 3 * rollouts
