@@ -1023,6 +1023,7 @@ def grpo_config(config: FullConfig, **overrides):
         vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
         vllm_max_model_length=config.vllm_max_model_length,
         bf16=on_gpu,  # mixed precision on a GPU
+        use_cpu=not on_gpu,  # also makes several processes (torchrun) one distributed CPU run
         model_init_kwargs={"dtype": dtype},  # TRL would otherwise load float32 in every case
         gradient_checkpointing=True,
         reward_weights=[0.0] * len(LOGGED_METRICS),  # logged, never trained on
