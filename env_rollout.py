@@ -11,10 +11,12 @@ Three ideas, in the order this file teaches them:
    text carries weight 0, because the policy did not choose it.
 
 Modes:
-    python env_rollout.py --smoke      the whole loop in miniature on a CPU, in seconds (the default)
-    python env_rollout.py --full       Qwen3 + TRL GRPOTrainer against OpenEnv Wordle on a GPU
-    python env_rollout.py --rehearse   the --full code path offline on a CPU, with a tiny model
-    python env_rollout.py --learn      that tiny model learns the game through TRL, on a CPU, in minutes
+    python env_rollout.py --smoke          the whole loop in miniature on a CPU, in seconds (the default)
+    python env_rollout.py --full           Qwen3 + TRL GRPOTrainer against OpenEnv Wordle on a GPU
+    python env_rollout.py --full --tiny    the same run on a CPU, offline, with a tiny model (before GPU time)
+    python env_rollout.py --rehearse       the --full code path offline on a CPU, with a tiny model, GuessEnv
+    python env_rollout.py --learn          that tiny model learns GuessEnv through TRL, on a CPU, in minutes
+    python env_rollout.py --check M:CLASS  your own environment class against TRL's contract (env_check.py)
 
 Read it top to bottom: the smoke lab's hyperparameters, then 1. the environment, 2. the policy,
 3. rollout and trace, 4. the GRPO update, 5. the smoke run and its checks, 6. the full path (Wordle,
@@ -37,6 +39,7 @@ import sys
 import threading
 import time
 import urllib.parse
+import zlib
 from typing import NamedTuple
 
 import torch
@@ -804,10 +807,12 @@ def solve_rate(environments, **kwargs) -> list[float]:
 
 
 def solve_guesses(environments, **kwargs) -> list[float]:
-    """The guesses a won game took, 0 for a lost one: its mean over the solve rate's mean is the
-    number of guesses per solve (both are plain means over the same rollouts)."""
+    """The guesses a won game spent (invalid moves spend none), 0 for a lost one: its mean over the
+    solve rate's mean is the number of guesses per solve (both are plain means over the same rollouts)."""
     return [
-        float(getattr(environment, "moves", 1)) if environment.get_reward() == 1.0 else 0.0
+        float(getattr(environment, "moves", 1) - getattr(environment, "invalid_moves", 0))
+        if environment.get_reward() == 1.0
+        else 0.0
         for environment in environments
     ]
 
@@ -967,6 +972,18 @@ class FullConfig:
 
     def __post_init__(self):
         """Values that are wrong together (each flag alone was checked when it was read)."""
+        if self.tiny:
+            kept = ("tiny", "seed", "env_url", "output_dir")  # --tiny sets the rest to its own scale
+            changed = [
+                flag_of(f.name)
+                for f in dataclasses.fields(self)
+                if f.name not in kept and getattr(self, f.name) != f.default
+            ]
+            if changed:
+                raise ValueError(
+                    f"--tiny runs at its own scale and takes only --seed, --env-url and --output-dir, not {', '.join(changed)}"
+                )
+            return
         if self.rollouts_per_step % self.num_generations:
             raise ValueError(
                 f"--num-generations {self.num_generations} must divide the {self.rollouts_per_step} rollouts of a step"
@@ -1027,7 +1044,8 @@ def grpo_config(config: FullConfig, **overrides):
         model_init_kwargs={"dtype": dtype},  # TRL would otherwise load float32 in every case
         gradient_checkpointing=True,
         reward_weights=[0.0] * len(LOGGED_METRICS),  # logged, never trained on
-        # The held-out evaluation: each game played once, as many at a time as one training pass.
+        # The held-out evaluation: each game played once, one game per pass as in training (its loss
+        # pass over a whole batch of 32 long games at once would not fit a 24 GB card).
         num_generations_eval=1,
         per_device_eval_batch_size=config.per_device_train_batch_size,
     )
@@ -1069,24 +1087,55 @@ def build_grpo_trainer(
     )
 
 
-def wordle_dataset(episodes: int, seed: int):
+HELD_OUT_WORDS = 4  # in-process, one secret word in 4 is kept for the evaluation, never trained on
+
+
+def wordle_words() -> list[str]:
+    """The secret words TextArena's Wordle draws from (156 with NLTK's lists), from the local game."""
+    game = new_local_game()._ta_env
+    while hasattr(game, "env"):  # TextArena wraps its game in observation wrappers
+        game = game.env
+    return list(game.word_list)
+
+
+def secret_word(seed: int, words: list[str]) -> str:
+    """The word an in-process game plays after reset(seed=seed): the draw seeded_local_reset makes."""
+    return random.Random(seed).choice(words)
+
+
+def held_out(word: str) -> bool:
+    return zlib.crc32(word.encode()) % HELD_OUT_WORDS == 0
+
+
+def wordle_dataset(episodes: int, seed: int, words: list[str] | None = None):
     """The training prompts: the same instruction each time, and a `seed` column that reaches
     WordleEnv.reset(**row), so the G rollouts of a prompt play one secret word and different prompts
-    play different ones. Seeds are drawn below EVAL_FIRST_SEED: evaluation games never repeat them."""
+    play (mostly) different ones. Seeds are drawn below EVAL_FIRST_SEED, and, given the word list
+    (in-process), only seeds whose word is not held out for the evaluation."""
     from datasets import Dataset
 
-    rng = random.Random(seed)
+    rng, seeds = random.Random(seed), []
+    while len(seeds) < episodes:
+        candidate = rng.randrange(EVAL_FIRST_SEED)
+        if words is None or not held_out(secret_word(candidate, words)):
+            seeds.append(candidate)
     prompt = [{"role": "user", "content": WORDLE_PROMPT}]
-    return Dataset.from_list([{"prompt": prompt, "seed": rng.randrange(EVAL_FIRST_SEED)} for _ in range(episodes)])
+    return Dataset.from_list([{"prompt": prompt, "seed": one} for one in seeds])
 
 
-def wordle_eval_dataset(games: int):
-    """The held-out games: the training prompt, with seeds from EVAL_FIRST_SEED on (training never
-    draws those), the same games before and after training."""
+def wordle_eval_dataset(games: int, words: list[str] | None = None):
+    """The held-out games: the training prompt with seeds from EVAL_FIRST_SEED on, which training
+    never draws, and, given the word list (in-process), only those whose word is held out: the
+    evaluation plays words training never saw. The same games before and after training."""
     from datasets import Dataset
 
+    seeds, candidate = [], EVAL_FIRST_SEED
+    while len(seeds) < games:
+        if words is None or held_out(secret_word(candidate, words)):
+            seeds.append(candidate)
+        candidate += 1
     prompt = [{"role": "user", "content": WORDLE_PROMPT}]
-    return Dataset.from_list([{"prompt": prompt, "seed": EVAL_FIRST_SEED + game} for game in range(games)])
+    return Dataset.from_list([{"prompt": prompt, "seed": one} for one in seeds])
 
 
 def evaluate_games(trainer) -> dict:
@@ -1105,8 +1154,6 @@ def evaluate_games(trainer) -> dict:
 def run_full(config: FullConfig) -> dict:
     """Train, and return what a caller may check: the evaluation before and after, the checkpoint
     resumed from, and the trainer."""
-    from transformers.trainer_utils import get_last_checkpoint
-
     if config.tiny:
         import tiny_qwen
 
@@ -1123,6 +1170,8 @@ def run_full(config: FullConfig) -> dict:
             "moments of Qwen3-1.7B take about 27.5 GB, more than the 24 GB card (and bf16 weights would "
             "round the updates away). Train LoRA adapters (--lora-rank 32), or use a larger GPU (--tier t2)."
         )
+    from transformers.trainer_utils import get_last_checkpoint  # after the checks above: they answer at once
+
     checkpoint = get_last_checkpoint(config.output_dir) if os.path.isdir(config.output_dir) else None
     if config.resume and checkpoint is None:
         raise SystemExit(f"--resume: no checkpoint in {config.output_dir}; run without --resume to start")
@@ -1139,13 +1188,16 @@ def run_full(config: FullConfig) -> dict:
     opened, seconds = preflight(config.env_url, sessions)
     print(f"preflight: {opened} Wordle sessions opened and reset at {config.env_url} in {seconds:.1f} s")
 
+    # In-process, the seed picks the word, so the evaluation can keep words of its own; a server
+    # ignores seeds today, and then training and evaluation draw from all words alike.
+    words = wordle_words() if config.env_url == "local" else None
     try:
         trainer = build_grpo_trainer(
             trl_config,
             config.model,
-            wordle_dataset(config.episodes, config.seed),
+            wordle_dataset(config.episodes, config.seed, words),
             functools.partial(WordleEnv, config.env_url),
-            eval_dataset=wordle_eval_dataset(config.eval_games) if config.eval_games else None,
+            eval_dataset=wordle_eval_dataset(config.eval_games, words) if config.eval_games else None,
             lora_rank=config.lora_rank,
         )
     except OSError as error:  # what transformers raises for a model it cannot find or download
@@ -1256,7 +1308,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 def config_parser(mode: str, config_class) -> argparse.ArgumentParser:
     """The flags of one mode, one per field of its config, with the field's default and doc."""
     parser = argparse.ArgumentParser(
-        prog=f"env_rollout.py --{mode}",
+        prog=f"env_rollout.py --{mode}" + (" MODULE:CLASS" if mode == "check" else ""),
         description=config_class.__doc__,
         formatter_class=HelpFormatter,
         allow_abbrev=False,

@@ -818,7 +818,7 @@ def tiny_full_config(config: FullConfig, model_dir: str, run_dir: str, scale: Ti
 def run_full_tiny(config: FullConfig) -> dict:
     from accelerate import PartialState
 
-    from env_rollout import run_full
+    from env_rollout import WordleEnv, run_full
 
     started = time.perf_counter()
     torch.set_num_threads(1)  # tiny matrices: a second thread costs more than it saves (measured)
@@ -828,6 +828,7 @@ def run_full_tiny(config: FullConfig) -> dict:
     model_dir, run_dir = os.path.join(root, "model"), os.path.join(root, "run")
     with state.main_process_first():  # the others wait, then read the same model
         if state.is_main_process:
+            WordleEnv("local").reset()  # the warm start plays the real game in-process: fail before any folder
             prepare_tiny_folder(root)
             loss = build_tiny_wordle_model(model_dir, config.seed, scale.warm_start_steps)
             print(f"tiny model: warm start on the Wordle tool-call format, final loss {loss:.3f}, saved to {model_dir}")

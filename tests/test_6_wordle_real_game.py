@@ -254,6 +254,19 @@ def test_a_copied_local_game_plays_exactly_as_a_freshly_built_one():
         assert observations[0].messages[0].content == observations[1].messages[0].content
         for word in ("[crane]", "[zzzzz]", "[slate]", "[qqqqq]", "[zzzzz]"):
             steps = [game.step(TextArenaAction(message=word)) for game in (built, copied)]
-            assert [s.messages[0].content for s in steps[:1]] == [s.messages[0].content for s in steps[1:]]
+            assert env_rollout.observation_text(steps[0]) == env_rollout.observation_text(steps[1])  # all text so far
             assert (steps[0].reward, steps[0].done) == (steps[1].reward, steps[1].done)
         assert built._ta_env.state.game_state["secret_word"] == copied._ta_env.state.game_state["secret_word"]
+
+
+def test_evaluation_words_are_never_training_words(games):
+    words = env_rollout.wordle_words()
+    assert len(words) > 100
+    for seed in (0, 5, 123_456, env_rollout.EVAL_FIRST_SEED + 7):  # the predicted word is the word played
+        games[4].reset(seed=seed)
+        assert secret_of(games[4]) == env_rollout.secret_word(seed, words)
+    training = {env_rollout.secret_word(s, words) for s in env_rollout.wordle_dataset(400, seed=0, words=words)["seed"]}
+    evaluation = {env_rollout.secret_word(s, words) for s in env_rollout.wordle_eval_dataset(64, words=words)["seed"]}
+    assert len(training) > 80 and len(evaluation) > 20
+    assert not training & evaluation
+    assert min(env_rollout.wordle_eval_dataset(64, words=words)["seed"]) >= env_rollout.EVAL_FIRST_SEED

@@ -65,8 +65,10 @@ def training_seeds_by_step(monkeypatch, run) -> list[int]:
         return reset(self, seed=seed, **kwargs)
 
     monkeypatch.setattr(WordleEnv, "reset", recording_reset)
-    run()
-    monkeypatch.setattr(WordleEnv, "reset", reset)
+    try:
+        run()
+    finally:
+        monkeypatch.setattr(WordleEnv, "reset", reset)
     return seeds
 
 
