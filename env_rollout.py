@@ -586,49 +586,6 @@ def observation_text(observation) -> str:
     return getattr(observation, "prompt", "") or ""
 
 
-SEEDING_LOCK = threading.Lock()
-
-
-def seeded_local_reset(game, seed: int | None):
-    """Reset an in-process TextArena game so that `seed` picks the secret word.
-
-    TextArena draws the secret from Python's global `random`, and OpenEnv's reset() accepts a seed
-    and drops it. So the draw is seeded here, and the process's own random state is put back after:
-    same seed, same word, whatever else the process does with `random`."""
-    if seed is None:
-        return game.reset()
-    with SEEDING_LOCK:
-        saved = random.getstate()
-        random.seed(seed)
-        try:
-            return game.reset()
-        finally:
-            random.setstate(saved)
-
-
-FIRST_LOCAL_GAME = {}  # the first in-process game built, by game class: the one the others copy
-LOCAL_GAME_LOCK = threading.Lock()
-
-
-def new_local_game():
-    """A new in-process Wordle game. Building one costs TextArena about 1.5 s (it tags every word of
-    its word list); a copy of one already built takes about 0.13 s and plays exactly the same, so
-    every game after the first is a copy: 32 games in about 6 s instead of 48."""
-    from textarena_env.server.environment import TextArenaEnvironment
-
-    with LOCAL_GAME_LOCK:
-        if TextArenaEnvironment not in FIRST_LOCAL_GAME:
-            # Offline, NLTK's download attempt only prints an error; TEXTARENA_DOWNLOAD_NLTK=0 skips it.
-            download = os.environ.get("TEXTARENA_DOWNLOAD_NLTK", "1").lower() in ("1", "true")
-            FIRST_LOCAL_GAME[TextArenaEnvironment] = TextArenaEnvironment("Wordle-v0", download_nltk=download)
-        return copy.deepcopy(FIRST_LOCAL_GAME[TextArenaEnvironment])
-
-
-# Sessions the preflight opened, kept for training to take over, so that no session is paid for twice
-# (each new one costs a server about 1.1 s of CPU; an in-process game about 1.8 s). Keyed by env URL.
-PARKED_CLIENTS: dict[str, list] = {}
-
-
 class WordleEnv:
     """TextArena Wordle, with the environment_factory contract of GuessEnv.
 
@@ -702,19 +659,22 @@ class WordleEnv:
         self._moves += 1
         # What ended the game is read from the text: a win and a second invalid move both add only
         # an echo of the guess, but a win pays exactly 1.0; a valid guess says "You submitted".
-        if INVALID_MOVE_MARK in feedback:
-            self._invalid_moves += 1
-        elif self._done and game_reward == 1.0:
-            self._solved = True
-            feedback += "\nYou won: that is the secret word. The game is over."
-        elif self._done and VALID_GUESS_MARK not in feedback:
-            self._invalid_moves += 1
-            feedback += "\nA second invalid guess in a row: you lost. The game is over."
-        elif self._done:
-            feedback += "\nNo guesses left: you lost. The game is over."
-        # A loss on invalid moves earns nothing (TextArena would pay partial credit for it).
-        lost_on_invalid = self._done and not self._solved and VALID_GUESS_MARK not in feedback
-        self._reward = 0.0 if lost_on_invalid or not self._done else game_reward
+        invalid = INVALID_MOVE_MARK in feedback
+        if self._done and not invalid:
+            invalid = game_reward != 1.0 and VALID_GUESS_MARK not in feedback  # the game-ending second one
+        self._invalid_moves += invalid
+        self._solved = self._done and not invalid and game_reward == 1.0
+        if self._done:
+            feedback += "\n" + (
+                "You won: that is the secret word. The game is over."
+                if self._solved
+                else "A second invalid guess in a row: you lost. The game is over."
+                if invalid
+                else "No guesses left: you lost. The game is over."
+            )
+        # Nothing is paid before the end, nor for a loss on invalid moves (TextArena would pay partial
+        # credit for it); a win pays 1.0, a loss at the limit TextArena's partial credit.
+        self._reward = game_reward if self._done and not invalid else 0.0
         return feedback
 
     def get_reward(self) -> float:
@@ -795,6 +755,51 @@ class WordleEnv:
 
     def __del__(self):
         self._close_client()
+
+
+# Plumbing of the in-process game and of the sessions: seeds, copies, sessions kept for training.
+
+SEEDING_LOCK = threading.Lock()
+
+
+def seeded_local_reset(game, seed: int | None):
+    """Reset an in-process TextArena game so that `seed` picks the secret word.
+
+    TextArena draws the secret from Python's global `random`, and OpenEnv's reset() accepts a seed
+    and drops it. So the draw is seeded here, and the process's own random state is put back after:
+    same seed, same word, whatever else the process does with `random`."""
+    if seed is None:
+        return game.reset()
+    with SEEDING_LOCK:
+        saved = random.getstate()
+        random.seed(seed)
+        try:
+            return game.reset()
+        finally:
+            random.setstate(saved)
+
+
+FIRST_LOCAL_GAME = {}  # the first in-process game built, by game class: the one the others copy
+LOCAL_GAME_LOCK = threading.Lock()
+
+
+def new_local_game():
+    """A new in-process Wordle game. Building one costs TextArena about 1.5 s (it tags every word of
+    its word list); a copy of one already built takes about 0.13 s and plays exactly the same, so
+    every game after the first is a copy: 32 games in about 6 s instead of 48."""
+    from textarena_env.server.environment import TextArenaEnvironment
+
+    with LOCAL_GAME_LOCK:
+        if TextArenaEnvironment not in FIRST_LOCAL_GAME:
+            # Offline, NLTK's download attempt only prints an error; TEXTARENA_DOWNLOAD_NLTK=0 skips it.
+            download = os.environ.get("TEXTARENA_DOWNLOAD_NLTK", "1").lower() in ("1", "true")
+            FIRST_LOCAL_GAME[TextArenaEnvironment] = TextArenaEnvironment("Wordle-v0", download_nltk=download)
+        return copy.deepcopy(FIRST_LOCAL_GAME[TextArenaEnvironment])
+
+
+# Sessions the preflight opened, kept for training to take over, so that no session is paid for twice
+# (each new one costs a server about 1.1 s of CPU; an in-process game about 1.8 s). Keyed by env URL.
+PARKED_CLIENTS: dict[str, list] = {}
 
 
 # Extra reward functions with weight 0: they change nothing in training, but TRL logs each one every
