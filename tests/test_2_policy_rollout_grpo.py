@@ -6,11 +6,13 @@ import pytest
 import torch
 
 from env_rollout import (
+    LR_WARMUP_ITERATIONS,
     GuessEnv,
     SmokeConfig,
     SmokeFailure,
     TabularSampler,
     TraceEntry,
+    adam_step,
     belief_states,
     binary_search_guess,
     check_masking,
@@ -115,3 +117,32 @@ def test_training_is_deterministic_and_keeps_every_trace():
     assert torch.equal(first["logits"], second["logits"])
     assert len(first["curve"]) == 5
     assert len(first["traces"]) == 5 * args.prompts * args.group
+
+
+def test_the_first_update_is_a_warm_up_step():
+    # Adam's first step moves every logit with a gradient by the full learning rate, whatever the
+    # gradient's size; the warm-up is what keeps that first, noisiest step small.
+    args = SmokeConfig(iterations=1)
+    logits = train_tabular_grpo(args)["logits"]
+    assert logits.abs().max().item() == pytest.approx(args.lr / LR_WARMUP_ITERATIONS, rel=1e-4)
+
+
+def test_adam_step_takes_exactly_torch_adams_steps():
+    # The written-out optimizer must be Adam itself, not an approximation of it: same parameters after
+    # every step, from gradients of very different sizes (and some exactly zero, as for masked guesses),
+    # with a learning rate that changes from step to step.
+    generator = torch.Generator().manual_seed(0)
+    start = torch.randn(6, 8, generator=generator)
+    ours, theirs = start.clone(), start.clone().requires_grad_(True)
+    state = {"m": torch.zeros_like(ours), "v": torch.zeros_like(ours)}
+    reference = torch.optim.Adam([theirs], lr=0.25)  # default betas (0.9, 0.999) and eps 1e-8
+    for step in range(1, 31):
+        grad = torch.randn(6, 8, generator=generator) * torch.logspace(-6, 1, 8)
+        grad[0] = 0.0
+        lr = 0.25 * min(1.0, step / 10)
+        adam_step(ours, grad, state, lr, step)
+        reference.param_groups[0]["lr"] = lr
+        theirs.grad = grad.clone()
+        reference.step()
+        assert torch.allclose(ours, theirs.detach(), rtol=0, atol=1e-6), f"step {step}"
+    assert not torch.equal(ours, start)
