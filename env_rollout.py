@@ -542,6 +542,7 @@ def run_smoke(args) -> None:
     # Check 4: observation masking, on every trace that training used.
     checked = check_masking(result["traces"])
     print(f"masking: {checked} training traces, every prompt and tool response has loss weight 0")
+    print("  (the weights the rollouts wrote, read back; TRL's own tool_mask is checked token by token: --rehearse)")
 
     print_lesson(result["traces"][-1], result["lesson_group"])
     if args.plot:
