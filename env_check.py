@@ -1049,7 +1049,8 @@ def check_episodes(report: Report, episodes: list[Episode], plan: CallPlan, owns
                     )
                 elif clear_example is None and event.malformed:
                     clear_example = event.story()
-            elif event.error is None and event.what not in helpers:  # a helper's result is not the point
+            elif event.error is None and event.what not in helpers and not event.malformed:
+                # A helper's result is not the point, nor is what a tool echoes of a malformed call.
                 problem = odd_result(event.value)
                 if problem:
                     tool_findings.add(
