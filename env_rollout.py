@@ -1415,8 +1415,9 @@ def parse_args(argv: list[str] | None = None):
     chosen, rest = chooser.parse_known_args(argv)
     if chosen.check_target is not None:
         chosen.mode = "check"
-    if chosen.help:
-        print(full_help())
+    if chosen.help:  # one mode's flags when a mode was named, every mode's otherwise
+        named = chosen.mode != "smoke" or "--smoke" in (sys.argv[1:] if argv is None else argv)
+        print(config_parser(chosen.mode, config_class_of(chosen.mode)).format_help() if named else full_help())
         raise SystemExit(0)
     config_class = config_class_of(chosen.mode)
     parser = config_parser(chosen.mode, config_class)

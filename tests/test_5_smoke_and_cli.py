@@ -74,6 +74,15 @@ def test_help_explains_each_mode():
     assert result.returncode == 0
     for mode, words in [("--smoke", "tabular GRPO"), ("--full", "OpenEnv Wordle"), ("--rehearse", "offline")]:
         assert mode in result.stdout and words in result.stdout
+    for mode in ("smoke", "full", "rehearse", "learn", "check"):  # one group per mode, each flag with its default
+        assert f"usage: env_rollout.py --{mode}" in result.stdout
+    assert re.search(r"--iterations N +GRPO updates \(default: 50\)", result.stdout)
+
+
+def test_help_after_a_mode_shows_that_mode_only():
+    result = run_script("--full", "--help")
+    assert result.returncode == 0 and "usage: env_rollout.py --full" in result.stdout
+    assert "--iterations" not in result.stdout and "--eval-games N" in result.stdout
 
 
 def test_plot_writes_a_png(tmp_path):
