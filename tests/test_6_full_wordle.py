@@ -262,7 +262,7 @@ def test_preflight_waits_on_progress_and_never_closes_a_pending_client(monkeypat
     with pytest.raises(WordleServerError, match=r"held 3 of the 4 sessions .*1 unanswered"):
         preflight(listening_url, sessions=4, stall_s=0.5)
     assert time.perf_counter() - started < 5
-    hanging = [t for t in threading.enumerate() if t.name != "MainThread" and t.is_alive()]
+    hanging = [t for t in threading.enumerate() if "open_session" in t.name and t.is_alive()]  # its own threads
     assert hanging and all(t.daemon for t in hanging)
     release.set()
 
