@@ -76,7 +76,7 @@ def test_help_explains_each_mode():
         assert mode in result.stdout and words in result.stdout
     for mode in ("smoke", "full", "rehearse", "learn", "check"):  # one group per mode, each flag with its default
         assert f"usage: env_rollout.py --{mode}" in result.stdout
-    assert re.search(r"--iterations N +GRPO updates \(default: 50\)", result.stdout)
+    assert re.search(r"--iterations N +GRPO updates \(default: 60\)", result.stdout)
 
 
 def test_help_after_a_mode_shows_that_mode_only():
