@@ -562,7 +562,6 @@ def run_smoke(args) -> None:
 # Heavy imports happen inside these functions.
 
 WORDLE_URL = "local"  # the default: TextArena's Wordle in this process, no server, no session limit
-WORDLE_SPACE_URL = "https://openenv-wordle.hf.space"  # the hosted Space: one session at a time
 WORDLE_PROMPT = (
     "You are an expert Wordle solver. Find the secret 5-letter English word in at most 6 tries. "
     "Make each guess by calling the tool `guess` with the word in square brackets, like [crane]. "
@@ -822,10 +821,8 @@ FIRST_LOCAL_GAME = {}  # the first in-process game built, by game class: the one
 LOCAL_GAME_LOCK = threading.Lock()
 
 
-def new_local_game():
-    """A new in-process Wordle game. Building one costs TextArena about 1.5 s (it tags every word of
-    its word list); a copy of one already built takes about 0.13 s and plays exactly the same, so
-    every game after the first is a copy: 32 games in about 6 s instead of 48."""
+def first_local_game():
+    """The in-process Wordle game built once per process (TextArena's class, or a test's double)."""
     from textarena_env.server.environment import TextArenaEnvironment
 
     with LOCAL_GAME_LOCK:
@@ -833,11 +830,18 @@ def new_local_game():
             # Offline, NLTK's download attempt only prints an error; TEXTARENA_DOWNLOAD_NLTK=0 skips it.
             download = os.environ.get("TEXTARENA_DOWNLOAD_NLTK", "1").lower() in ("1", "true")
             FIRST_LOCAL_GAME[TextArenaEnvironment] = TextArenaEnvironment("Wordle-v0", download_nltk=download)
-        return copy.deepcopy(FIRST_LOCAL_GAME[TextArenaEnvironment])
+        return FIRST_LOCAL_GAME[TextArenaEnvironment]
+
+
+def new_local_game():
+    """A new in-process Wordle game. Building one costs TextArena about 1.5 s (it tags every word of
+    its word list); a copy of one already built takes about 0.13 s and plays exactly the same, so
+    every game is a copy of the first: 32 games in about 6 s instead of 48."""
+    return copy.deepcopy(first_local_game())
 
 
 # Sessions the preflight opened, kept for training to take over, so that no session is paid for twice
-# (each new one costs a server about 1.1 s of CPU; an in-process game about 1.8 s). Keyed by env URL.
+# (each new one costs a server about 1.1 s of CPU). Keyed by env URL.
 PARKED_CLIENTS: dict[str, list] = {}
 
 
@@ -891,7 +895,7 @@ def check_server_reachable(env_url: str, timeout_s: float = 5.0) -> None:
 def preflight(env_url: str, sessions: int, stall_s: float | None = None) -> tuple[int, float]:
     """Before any model is loaded, open and reset the sessions training will hold at once, all
     together, as training will; keep them for training. In-process, one game shows that TextArena
-    and its word lists work (training builds the rest). Returns (sessions opened, seconds); raises
+    and its word lists work (training copies it for the rest). Returns (sessions opened, seconds); raises
     WordleServerError, saying how many sessions the server held, if any session fails.
 
     It waits as long as sessions keep opening (a server spends about a second of CPU on each) and
@@ -1136,7 +1140,7 @@ HELD_OUT_WORDS = 4  # in-process, one secret word in 4 is kept for the evaluatio
 
 def wordle_words() -> list[str]:
     """The secret words TextArena's Wordle draws from (156 with NLTK's lists), from the local game."""
-    game = new_local_game()._ta_env
+    game = first_local_game()._ta_env  # read only: no copy needed
     while hasattr(game, "env"):  # TextArena wraps its game in observation wrappers
         game = game.env
     return list(game.word_list)
@@ -1156,30 +1160,32 @@ def wordle_dataset(episodes: int, seed: int, words: list[str] | None = None):
     WordleEnv.reset(**row), so the G rollouts of a prompt play one secret word and different prompts
     play (mostly) different ones. Seeds are drawn below EVAL_FIRST_SEED, and, given the word list
     (in-process), only seeds whose word is not held out for the evaluation."""
-    from datasets import Dataset
-
     rng, seeds = random.Random(seed), []
     while len(seeds) < episodes:
         candidate = rng.randrange(EVAL_FIRST_SEED)
         if words is None or not held_out(secret_word(candidate, words)):
             seeds.append(candidate)
-    prompt = [{"role": "user", "content": WORDLE_PROMPT}]
-    return Dataset.from_list([{"prompt": prompt, "seed": one} for one in seeds])
+    return wordle_rows(seeds)
 
 
 def wordle_eval_dataset(games: int, words: list[str] | None = None):
     """The held-out games: the training prompt with seeds from EVAL_FIRST_SEED on, which training
     never draws, and, given the word list (in-process), only those whose word is held out: the
     evaluation plays words training never saw. The same games before and after training."""
-    from datasets import Dataset
-
     seeds, candidate = [], EVAL_FIRST_SEED
     while len(seeds) < games:
         if words is None or held_out(secret_word(candidate, words)):
             seeds.append(candidate)
         candidate += 1
+    return wordle_rows(seeds)
+
+
+def wordle_rows(seeds: list[int]):
+    """A dataset of the Wordle instruction, one row per seed: the rows TRL passes to reset(**row)."""
+    from datasets import Dataset
+
     prompt = [{"role": "user", "content": WORDLE_PROMPT}]
-    return Dataset.from_list([{"prompt": prompt, "seed": one} for one in seeds])
+    return Dataset.from_list([{"prompt": prompt, "seed": seed} for seed in seeds])
 
 
 def evaluate_games(trainer) -> dict:

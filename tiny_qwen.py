@@ -190,15 +190,23 @@ def guess_env_conversations(seed: int, count: int = 50) -> tuple[list[list[dict]
     return conversations, GuessEnv().guess
 
 
-def train_bpe_tokenizer(corpus: list[str], vocab_size: int, padding_side: str = "left"):
-    """A byte-level BPE tokenizer trained on `corpus`, with Qwen3's special tokens (one token each)
-    and TRL's Qwen3 chat template, which TRL recognises: it then sets the Qwen3 response parser itself."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+def byte_level_bpe():
+    """An empty byte-level BPE model (the kind Qwen3's tokenizer is), to train or to render with."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
+    return bpe
+
+
+def train_bpe_tokenizer(corpus: list[str], vocab_size: int, padding_side: str = "left"):
+    """A byte-level BPE tokenizer trained on `corpus`, with Qwen3's special tokens (one token each)
+    and TRL's Qwen3 chat template, which TRL recognises: it then sets the Qwen3 response parser itself."""
+    from tokenizers import pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = byte_level_bpe()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         special_tokens=QWEN3_SPECIAL_TOKENS,
@@ -220,14 +228,10 @@ def train_bpe_tokenizer(corpus: list[str], vocab_size: int, padding_side: str = 
 def build_tiny_tokenizer(seed: int = 0, conversations=None, vocab_size: int = 512):
     """Byte-level BPE trained on rendered episodes (GuessEnv's unless `conversations`, a pair of
     message lists and their tool, is given), so the tool schema and the feedback words are cheap."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     # An untrained byte-level tokenizer with the template, only to render the corpus as text.
-    bootstrap = Tokenizer(models.BPE())
-    bootstrap.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bootstrap.decoder = decoders.ByteLevel()
-    renderer = PreTrainedTokenizerFast(tokenizer_object=bootstrap)
+    renderer = PreTrainedTokenizerFast(tokenizer_object=byte_level_bpe())
     renderer.chat_template = qwen3_chat_template()
     conversations, tool = conversations or guess_env_conversations(seed)
     corpus = [
