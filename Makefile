@@ -5,12 +5,15 @@
 #   make rehearse-full  --full itself on a CPU against the real Wordle, with a tiny model (--full --tiny)
 #   make learn   a tiny transformer learns GuessEnv through TRL on a CPU (--learn, minutes)
 #   make bench   print the learning and speed figures
-#   make bench-learn  --learn on seeds 0, 1 and 2, with the bars (about a quarter of an hour)
+#   make bench-learn  --learn on seeds 0..7, two at a time, with the bars (about a quarter of an hour)
+#                     on torch's CPU build 2.13.0: make bench-learn VENV=.venv-torch2.13 TORCH=torch==2.13.0
 #   make bench-gpu  peak GPU memory of tier t1 (on a CUDA machine)
 #   make lint    ruff
 #   make clean   remove the virtual environment and generated files
 PYTHON ?= python3
 VENV   ?= .venv
+# A torch requirement installed before the others, to run on another build (TORCH=torch==2.13.0)
+TORCH  ?=
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
 
@@ -32,6 +35,7 @@ export TEXTARENA_DOWNLOAD_NLTK ?= 0
 endif
 
 $(VENV)/.test: requirements-smoke.txt tests/requirements.txt | $(PY)
+	if [ -n "$(TORCH)" ]; then $(PIP) "$(TORCH)"; fi
 	$(PIP) -r tests/requirements.txt
 	if [ -d "$(WORDLE_KIT)" ]; then $(PIP) "openenv-core>=0.3,<0.4" "textarena>=0.7.4,<0.8" $(WORDLE_KIT)/openenv_textarena-*.whl; fi
 	touch $@
@@ -69,4 +73,4 @@ lint: $(VENV)/.lint
 	$(VENV)/bin/ruff format --check .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache __pycache__ */__pycache__ *.png rehearsal-*/ wordle-grpo-tiny/
+	rm -rf $(VENV) .venv-* .pytest_cache .ruff_cache __pycache__ */__pycache__ *.png rehearsal-*/ wordle-grpo-tiny/

@@ -125,8 +125,7 @@ class GuessEnv:
             value: The number to guess, a whole number within the range given in the prompt.
 
         Returns:
-            One word: `higher` if the secret number is larger, `lower` if it is smaller, `correct` if
-            it is the secret number.
+            One word: `higher` (the secret is larger), `lower` (it is smaller) or `correct`.
         """
         if self._target is None:
             raise RuntimeError("no episode is running: call reset() before guess()")
@@ -1111,9 +1110,11 @@ def build_grpo_trainer(
     processing_class=None,
     lora_rank=0,
     trainer_class=None,
+    metrics=LOGGED_METRICS,
 ):
     """GRPOTrainer with an environment: the one builder that --full, --rehearse, --learn and the
-    memory benchmark share. The environment's get_reward() is the training reward (weight 1)."""
+    memory benchmark share. The environment's get_reward() is the training reward (weight 1);
+    `metrics` are reward functions the config weighs 0: logged, never trained on."""
     from trl import GRPOTrainer
 
     peft_config = None
@@ -1127,7 +1128,7 @@ def build_grpo_trainer(
         model=model,
         args=config,
         train_dataset=train_dataset,
-        reward_funcs=list(LOGGED_METRICS),
+        reward_funcs=list(metrics),
         eval_dataset=eval_dataset,
         environment_factory=environment_factory,
         processing_class=processing_class,
@@ -1306,6 +1307,16 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}") from None
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
+    return value
+
+
 def fraction_below_one(text: str) -> float:
     value = positive_float(text)
     if value >= 1:
@@ -1369,7 +1380,7 @@ def config_parser(mode: str, config_class) -> argparse.ArgumentParser:
         if not accepts.pop("flag", True):
             continue  # given with the mode flag itself (--check TARGET)
         kwargs = {"default": field.default, "help": accepts.pop("help"), "dest": field.name}
-        kinds = {"at_least": "N", "steps_or_all": "N", "positive": "X", "fraction": "X"}
+        kinds = {"at_least": "N", "steps_or_all": "N", "positive": "X", "non_negative": "X", "fraction": "X"}
         kwargs["metavar"] = accepts.pop("metavar", next((kinds[k] for k in kinds if k in accepts), "TEXT"))
         if isinstance(field.default, bool):
             kwargs["action"] = argparse.BooleanOptionalAction if field.default else "store_true"
@@ -1381,6 +1392,8 @@ def config_parser(mode: str, config_class) -> argparse.ArgumentParser:
             kwargs["type"] = int_at_least(accepts.pop("at_least"))
         elif accepts.pop("positive", False):
             kwargs["type"] = positive_float
+        elif accepts.pop("non_negative", False):
+            kwargs["type"] = non_negative_float
         elif accepts.pop("fraction", False):
             kwargs["type"] = fraction_below_one
         elif accepts.pop("steps_or_all", False):

@@ -33,6 +33,7 @@ from env_rollout import (
     option,
     play_episode,
     plot_curve,
+    solve_rate,
     success_optimum,
     success_random,
 )
@@ -405,12 +406,14 @@ def rehearsal_config(config: RehearseConfig, output_dir: str):
     return cpu_grpo_config(one_batch_full_config(output_dir, config, config.rollouts_per_step, config.rehearse_steps))
 
 
-def guess_dataset(rows: int):
-    """The training prompts for GuessEnv. Each row is one prompt; its `seed` column reaches
-    GuessEnv.reset(**row), so the G rollouts of a row share one hidden number, as GRPO needs."""
+def guess_dataset(rows: int, first_seed: int = 0):
+    """Prompts for GuessEnv, one a row. Its `seed` column reaches GuessEnv.reset(**row), so the G
+    rollouts of a row share one hidden number, as GRPO needs. Training seeds start at 0, held-out
+    ones at EVAL_FIRST_SEED."""
     from datasets import Dataset
 
-    return Dataset.from_list([{"prompt": [{"role": "user", "content": ""}], "seed": i} for i in range(rows)])
+    prompt = [{"role": "user", "content": ""}]
+    return Dataset.from_list([{"prompt": prompt, "seed": first_seed + i} for i in range(rows)])
 
 
 def run_rehearse(args) -> None:
@@ -456,7 +459,7 @@ def run_rehearse(args) -> None:
 # --learn: a tiny transformer learns: the same GRPOTrainer run, to a real result, on a CPU
 # =====================================================================================================
 # The rehearsal proves the plumbing; --learn makes it teach. The same
-# GRPOTrainer(environment_factory=GuessEnv) run trains a 2-layer, 64-wide Qwen3 (about 0.15 M
+# GRPOTrainer(environment_factory=GuessEnv) run trains a 2-layer, 64-wide Qwen3 (0.13 M
 # weights) that reads the tool responses and learns to binary-search. These choices make that fit in
 # minutes on a laptop CPU; each was measured (README, "What limits a tiny model"):
 # - Short episodes. TRL's Qwen3 chat template wraps a 3-guess episode in about 90 tokens of
@@ -470,6 +473,13 @@ def run_rehearse(args) -> None:
 #   without a warm-up one step can knock the tool-call format over. So: a firm warm start, a
 #   learning-rate warm-up, and after the last tool response the model just ends its turn (a closing
 #   word is one more thing to unlearn; trained to say "Done." there, the model rambled instead).
+# - No hiding place. Episodes cut off at the budget stay in the loss (TRL's
+#   mask_truncated_completions off). Dropping them biases the gradient: what runs long depends on
+#   what the model did, so in a lost game the turn-ending token was pushed down while carrying on to
+#   the budget cost nothing. On some seeds the model learned to keep calling after the game was over
+#   and most of each batch dropped out of the loss, for good.
+# The evaluation is TRL's own (trainer.evaluate on held-out seeds), so it measures the policy TRL
+# trains, exactly as its tool loop plays it.
 
 
 @dataclasses.dataclass
@@ -480,6 +490,7 @@ class LearnConfig:
     learn_steps: int = option(200, "GRPO steps", at_least=1)
     learn_prompts: int = option(64, "prompts per GRPO step, G rollouts each", at_least=1)
     learn_eval_episodes: int = option(400, "held-out episodes, before and after GRPO", at_least=100)
+    mask: bool = option(True, "observation masking: the environment's tokens weigh 0 in the loss (--no-mask: 1)")
     plot: str | None = option(None, "write TRL's batch success per step to this PNG (needs matplotlib)", metavar="PATH")
     warm_start_steps: int = option(400, "supervised format steps (batch 32) on episodes of random guesses", at_least=1)
     closing: str = option("", "what the model writes after the last tool response; empty: it ends its turn")
@@ -492,7 +503,12 @@ class LearnConfig:
         32, "the whole episode: 3 calls of 4 tokens, 3 responses, the closing", at_least=1
     )
     max_tool_calling_iterations: int = option(3, "tool calls per episode: GuessEnv allows 3 guesses", at_least=1)
-    mask_truncated_completions: bool = option(True, "an episode cut off at the budget teaches nothing")
+    mask_truncated_completions: bool = option(
+        False, "drop episodes cut off at the budget from the loss (biased: README, 'What limits a tiny model')"
+    )
+    beta: float = option(
+        0.04, "KL penalty towards the warm-started model (TRL's beta): holds exploration", non_negative=True
+    )
 
 
 def learn_tokenizer(seed: int = 0):
@@ -526,93 +542,59 @@ def thermometer_number_embeddings(model, tokenizer, n: int) -> None:
             embeddings[token, : n - 1] = torch.tensor([1.0 if k > j else -1.0 for j in range(1, n)])
 
 
-def first_tool_call(text: str):
-    """The Qwen3 tool call in `text` as (name, arguments), or None if there is none. Raises
-    ValueError for a call that is opened but cannot be read."""
-    if "<tool_call>" not in text:
-        return None
-    try:
-        call = json.loads(text.split("<tool_call>", 1)[1].split("</tool_call>", 1)[0])
-        name, arguments = call["name"], call["arguments"]
-    except (json.JSONDecodeError, KeyError, TypeError, IndexError) as error:
-        raise ValueError(f"unreadable tool call: {error}") from None
-    if not isinstance(arguments, dict):
-        raise ValueError("tool call arguments are not an object")
-    return name, arguments
+# What the evaluation reads, besides the success: logged by TRL on every batch, training and evaluation
+# alike, from the episodes exactly as its tool loop played them.
 
 
-@torch.no_grad()
-def sampled_success(
-    model, tokenizer, episodes: int, first_seed: int, max_calls: int = LearnConfig.max_tool_calling_iterations
-) -> tuple[float, float]:
-    """(success rate, malformed tool calls per episode), sampling from the model (temperature 1, as in
-    training) on seeded GuessEnv episodes, batched turn by turn the way TRL's tool loop runs them:
-    a call is executed and its result, or the environment's error, is appended; a turn without a
-    tool call ends the episode. An episode counts as solved only if the environment says so.
-    Malformed: a call that cannot be read, or that the environment refuses (no turn is spent)."""
-    model.eval()
-    environments = [GuessEnv() for _ in range(episodes)]
-    prompts = [environment.reset(seed=first_seed + i) for i, environment in enumerate(environments)]
-    sequences = [list(rendered(tokenizer, prompt, "")[0]) for prompt in prompts]
-    live, malformed = list(range(episodes)), 0
-    for _ in range(max_calls):
-        if not live:
-            break
-        width = max(len(sequences[i]) for i in live)
-        ids = torch.full((len(live), width), tokenizer.pad_token_id)
-        attention = torch.zeros_like(ids)
-        for row, i in enumerate(live):  # left padding, as for any batched generation
-            ids[row, width - len(sequences[i]) :] = torch.tensor(sequences[i])
-            attention[row, width - len(sequences[i]) :] = 1
-        output = model.generate(
-            input_ids=ids,
-            attention_mask=attention,
-            max_new_tokens=8,  # a call is 4 tokens
-            do_sample=True,
-            temperature=1.0,
-            top_k=0,
-            top_p=1.0,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-        )[:, width:].tolist()
-        still_live = []
-        for row, i in enumerate(live):
-            turn = output[row]
-            if tokenizer.eos_token_id in turn:
-                turn = turn[: turn.index(tokenizer.eos_token_id) + 1]
-            try:
-                call = first_tool_call(tokenizer.decode(turn))
-            except ValueError:
-                malformed += 1
-                continue
-            if call is None:
-                continue  # the model ended the episode
-            name, arguments = call
-            try:
-                if name != "guess":
-                    raise ValueError(f"Tool {name} not found.")
-                result = environments[i].guess(**arguments)
-            except (ValueError, TypeError) as error:  # TRL hands the model {"error": message}
-                malformed += 1
-                result = str({"error": str(error)})
-            if result != "correct":
-                sequences[i] += turn + list(rendered(tokenizer, prompts[i], result)[1])
-                still_live.append(i)
-        live = still_live
-    solved = sum(environment.get_reward() for environment in environments)
-    return solved / episodes, malformed / episodes
+def wasted_calls(completions, **kwargs) -> list[float]:
+    """Tool calls per episode that played no guess: unreadable (TRL's parser leaves them in the
+    turn's text, and the episode ends), refused (the environment raised, and TRL answered with
+    {"error": ...}: a number out of range, a guess after the game was over), or never answered (TRL
+    ran no more tools: after its last tool-calling round, or where the answer would overrun the budget)."""
+    counts = []
+    for messages in completions:
+        wasted = 0
+        for i, message in enumerate(messages):
+            if message["role"] == "assistant":
+                answers = next((j for j, later in enumerate(messages[i + 1 :]) if later["role"] != "tool"), None)
+                answered = len(messages) - i - 1 if answers is None else answers
+                wasted += len(message.get("tool_calls") or ()) - answered
+                wasted += "<tool_call>" in (message.get("content") or "")
+            elif str(message["content"]).startswith("{'error'"):
+                wasted += 1
+        counts.append(float(wasted))
+    return counts
 
 
-def learning_trainer_class():
+LEARN_METRICS = (solve_rate, wasted_calls)  # weight 0: logged, never trained on
+RESPONSES_WRITTEN = "tools/responses_written_by_model"  # TRL's metric namespace, our metric
+
+
+def responses_written(tokenizer, completion_ids: list[int], tool_mask: list[int]) -> int:
+    """Tool responses the model wrote itself, in the tokens tool_mask marks as its own: the
+    environment's words in the model's mouth, instead of a call that lets the environment answer."""
+    written, run = 0, []
+    for token, own in [*zip(completion_ids, tool_mask, strict=True), (None, 0)]:
+        if own:
+            run.append(token)
+        elif run:
+            written += tokenizer.decode(run).count("<tool_response>")
+            run = []
+    return written
+
+
+def learning_trainer_class(observation_masking: bool = True):
+    """GRPOTrainer for --learn. `observation_masking=False` is the ablation: the tokens the
+    environment wrote get tool_mask 1, so the loss trains the model on them as if it had written them."""
     from trl import GRPOTrainer
 
     class LearningGRPOTrainer(GRPOTrainer):
-        """GRPOTrainer that remembers two answers it would otherwise work out again for every rollout:
-        the tokens of a tool response (TRL renders the chat template twice per tool call to find them)
-        and the parse of a generated turn (transformers' response parser, given the turn and what came
-        before it). With a 0.15 M-weight model these took most of a step (measured: README). Both
-        depend only on their inputs, which repeat: 512 rollouts a step share one prompt and a few
-        dozen histories."""
+        """Remembers two answers TRL would otherwise work out again for every rollout: the tokens of
+        a tool response (TRL renders the chat template twice per tool call to find them) and the
+        parse of a generated turn (transformers' response parser, given the turn and what came before
+        it). With a 0.13 M-weight model these took most of a step (measured: README). Both depend only
+        on their inputs, which repeat: 512 rollouts a step share one prompt and a few dozen histories.
+        Also logs how many tool responses the model wrote itself, per episode."""
 
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
@@ -636,22 +618,54 @@ def learning_trainer_class():
                 self._tool_suffix_cache[key] = super()._get_tool_suffix_ids(tool_messages)
             return list(self._tool_suffix_cache[key])
 
+        def _tool_call_loop(self, *args, **kwargs):
+            tool_mask, completions, completion_ids, *rest = super()._tool_call_loop(*args, **kwargs)
+            written = [
+                responses_written(self._tokenizer, *pair) for pair in zip(completion_ids, tool_mask, strict=True)
+            ]
+            mode = "train" if self.model.training else "eval"
+            self._metrics[mode][RESPONSES_WRITTEN].append(sum(written) / len(written))
+            if not observation_masking:
+                tool_mask = [[1] * len(mask) for mask in tool_mask]
+            return (tool_mask, completions, completion_ids, *rest)
+
     return LearningGRPOTrainer
 
 
 def learn_config(config: LearnConfig, output_dir: str):
     """--full's configuration with --learn's scale and recipe: `learn_prompts` groups of G rollouts,
-    one batch per step, short episodes, a warm-up, truncated episodes masked."""
+    one batch per step, short episodes, a warm-up; the evaluation in one batch of single episodes."""
     rollouts = config.learn_prompts * config.num_generations
     full = one_batch_full_config(
         output_dir, config, rollouts, config.learn_steps, max_tool_calling_iterations=config.max_tool_calling_iterations
     )
     return cpu_grpo_config(
-        full, warmup_steps=config.warmup_steps, mask_truncated_completions=config.mask_truncated_completions
+        full,
+        warmup_steps=config.warmup_steps,
+        mask_truncated_completions=config.mask_truncated_completions,
+        beta=config.beta,
+        reward_weights=[0.0] * len(LEARN_METRICS),
+        per_device_eval_batch_size=config.learn_eval_episodes,
     )
 
 
-def run_learn(args) -> None:
+def evaluate_guessing(trainer, seed: int) -> dict:
+    """Play the held-out episodes through TRL's own evaluation: the same prompt, chat template,
+    sampling, budget, parser and tool loop as its training rollouts, one episode per seed. Seeded,
+    so that before and after the model draws from the same random numbers."""
+    torch.manual_seed(seed)
+    trainer.evaluate()
+    logged = trainer.state.log_history[-1]
+    return {
+        "success": logged["eval_rewards/solve_rate/mean"],
+        "wasted": logged["eval_rewards/wasted_calls/mean"],
+        "written": logged[f"eval_{RESPONSES_WRITTEN}"],
+        "clipped": logged["eval_completions/clipped_ratio"],
+    }
+
+
+def run_learn(args) -> dict:
+    """Warm start, evaluate, train, evaluate. Returns the two evaluations and the trainer."""
     started = time.perf_counter()
     torch.set_num_threads(1)  # tiny matrices: a second thread costs more than it saves (measured)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -666,35 +680,55 @@ def run_learn(args) -> None:
     )
     loss = warm_start(model, tokenizer, args.warm_start_steps, batch=32, seed=args.seed, closing=args.closing)
     print(f"warm start: {args.warm_start_steps} steps on random-guess episodes, final loss {loss:.3f}")
-    torch.manual_seed(args.seed)  # the evaluation samples: same seeds, same draws, before and after
-    before, malformed_before = sampled_success(model, tokenizer, args.learn_eval_episodes, EVAL_FIRST_SEED)
-    print(f"before GRPO: success {before:.3f}, malformed tool calls per episode {malformed_before:.3f}")
 
     dataset = guess_dataset(args.learn_prompts * args.learn_steps)  # a fresh prompt for every group
+    held_out = guess_dataset(args.learn_eval_episodes, first_seed=EVAL_FIRST_SEED)
     with tempfile.TemporaryDirectory(prefix="learn-") as output_dir:
         trl_config = learn_config(args, output_dir)
+        warm_started = os.path.join(output_dir, "warm-start")  # a folder, as a hub model would be: TRL
+        model.save_pretrained(warm_started)  # loads the policy, and with --beta the reference, from it
         trainer = build_grpo_trainer(
-            trl_config, model, dataset, GuessEnv, processing_class=tokenizer, trainer_class=learning_trainer_class()
+            trl_config,
+            warm_started,
+            dataset,
+            GuessEnv,
+            eval_dataset=held_out,
+            processing_class=tokenizer,
+            trainer_class=learning_trainer_class(observation_masking=args.mask),
+            metrics=LEARN_METRICS,
         )
+        before = evaluate_guessing(trainer, args.seed)
+        print(f"before GRPO: success {before['success']:.3f} on {args.learn_eval_episodes} held-out episodes")
         grpo_started = time.perf_counter()
         trainer.train()
-    curve = [entry["reward"] for entry in trainer.state.log_history if "reward" in entry]
+        grpo_seconds = time.perf_counter() - grpo_started
+        after = evaluate_guessing(trainer, args.seed)
+    curve = [entry["reward"] for entry in trainer.state.log_history if "reward" in entry and "loss" in entry]
+    masking = "on" if args.mask else "OFF (--no-mask: the model is also trained on the environment's tokens)"
     print(
-        f"grpo: {trainer.state.global_step} steps of {trl_config.per_device_train_batch_size} episodes, "
-        f"batch success first {curve[0]:.3f} last {curve[-1]:.3f}, {time.perf_counter() - grpo_started:.0f} s"
+        f"grpo: {trainer.state.global_step} steps of {trl_config.per_device_train_batch_size} episodes, observation "
+        f"masking {masking}, batch success first {curve[0]:.3f} last {curve[-1]:.3f}, {grpo_seconds:.0f} s"
     )
-    torch.manual_seed(args.seed)
-    after, malformed_after = sampled_success(trainer.model, tokenizer, args.learn_eval_episodes, EVAL_FIRST_SEED)
-    print(f"malformed tool calls per episode before={malformed_before:.3f} after={malformed_after:.3f}")
-    print(f"tiny model success before={before:.3f} after={after:.3f} (optimum {optimum:.3f}, random {random_rate:.3f})")
+    for name, key in (
+        ("tool calls that played no guess", "wasted"),
+        ("tool responses written by the model", "written"),
+    ):
+        print(f"{name} per episode before={before[key]:.3f} after={after[key]:.3f}")
+    print(f"episodes cut off at the budget before={before['clipped']:.3f} after={after['clipped']:.3f}")
+    print(
+        f"tiny model success before={before['success']:.3f} after={after['success']:.3f} "
+        f"(optimum {optimum:.3f}, random {random_rate:.3f})"
+    )
     if args.plot:
         plot_curve(
             args.plot, curve, optimum, random_rate, title="Tiny Qwen3, TRL GRPOTrainer, GuessEnv", xlabel="GRPO step"
         )
         print(f"plot: {args.plot}")
     print(
-        f"learn: {args.learn_eval_episodes} evaluation episodes each side, {time.perf_counter() - started:.0f} s in all"
+        f"learn: {args.learn_eval_episodes} evaluation episodes each side, through TRL's evaluation, "
+        f"{time.perf_counter() - started:.0f} s in all"
     )
+    return {"before": before, "after": after, "trainer": trainer}
 
 
 # =====================================================================================================

@@ -12,16 +12,16 @@ from conftest import run_script
 from env_rollout import (
     EVAL_FIRST_SEED,
     GuessEnv,
-    binary_search_guess,
     build_grpo_trainer,
-    success_rate,
-    update_belief,
 )
 from tiny_qwen import (
+    LEARN_METRICS,
+    RESPONSES_WRITTEN,
     LearnConfig,
     build_tiny_model,
     build_tiny_tokenizer,
-    first_tool_call,
+    evaluate_guessing,
+    expected_tool_mask,
     format_example,
     guess_call_text,
     guess_dataset,
@@ -30,10 +30,12 @@ from tiny_qwen import (
     learning_trainer_class,
     recording_trainer_class,
     render_prompt_ids,
-    sampled_success,
+    responses_written,
     thermometer_number_embeddings,
     three_guess_tokens,
+    tool_response_ids,
     warm_start,
+    wasted_calls,
 )
 
 pytest.importorskip("trl")
@@ -65,62 +67,30 @@ def test_thermometer_embeddings_order_the_numbers(tokenizer):
     assert torch.dist(number[4], number[5]) < torch.dist(number[1], number[8])
 
 
-def test_first_tool_call_reads_qwen3_calls():
-    assert first_tool_call(guess_call_text(3).removesuffix("<|im_end|>")) == ("guess", {"value": 3})
-    assert first_tool_call("Done.") is None
-    with pytest.raises(ValueError):
-        first_tool_call("<tool_call>\nnot json\n</tool_call>")
-    with pytest.raises(ValueError):
-        first_tool_call('<tool_call>\n{"name": "guess", "arguments": 3}\n</tool_call>')
+def test_wasted_calls_counts_every_call_that_played_no_guess():
+    call = {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "guess", "arguments": {}}}]}
+    two_calls = {"role": "assistant", "tool_calls": call["tool_calls"] * 2}
+    refused = {"role": "tool", "name": "guess", "content": str({"error": "the game is over"})}  # as TRL writes it
+    answer = {"role": "tool", "name": "guess", "content": "higher"}
+    completions = [
+        [call, answer, call, {"role": "tool", "name": "guess", "content": "correct"}, {"role": "assistant"}],
+        [{"role": "assistant", "content": "<tool_call>\nnot json\n</tool_call>"}],  # TRL's parser left it as text
+        [call, answer, call, refused],  # refused by the environment
+        [call, answer, call],  # never answered: TRL ran no more tools
+        [two_calls, answer, answer, two_calls, answer],  # one call of the second pair was not answered
+        [{"role": "assistant", "content": "Done."}],  # no call at all: nothing wasted
+    ]
+    assert wasted_calls(completions) == [0.0, 1.0, 1.0, 1.0, 1.0, 0.0]
 
 
-class ScriptedModel:
-    """Stands in for the language model in sampled_success: writes `turn(history_text)` as its turn."""
-
-    def __init__(self, tokenizer, turn):
-        self.tokenizer, self.turn, self.turns_written = tokenizer, turn, 0
-
-    def eval(self):
-        return self
-
-    def generate(self, input_ids, attention_mask, max_new_tokens, pad_token_id, **kwargs):
-        rows = []
-        for ids, mask in zip(input_ids, attention_mask, strict=True):
-            history = self.tokenizer.decode(ids[mask.bool()].tolist())
-            rows.append(self.tokenizer.encode(self.turn(history), add_special_tokens=False)[:max_new_tokens])
-            self.turns_written += 1
-        width = max(len(row) for row in rows)
-        new = torch.tensor([row + [pad_token_id] * (width - len(row)) for row in rows])
-        return torch.cat([input_ids, new], dim=1)
-
-
-def binary_search_turn(history: str) -> str:
-    belief = (1, 8)
-    guesses = re.findall(r'"value": (\d+)', history)
-    feedback = re.findall(r"<tool_response>\n(\w+)\n</tool_response>", history)
-    for guess, word in zip(guesses, feedback, strict=True):
-        belief = update_belief(belief, int(guess), word)
-    return guess_call_text(binary_search_guess(belief))
-
-
-def test_sampled_success_counts_what_the_environment_says(tokenizer):
-    scripted = ScriptedModel(tokenizer, binary_search_turn)
-    expected = success_rate(GuessEnv(), binary_search_guess, 120, EVAL_FIRST_SEED)
-    assert sampled_success(scripted, tokenizer, 120, EVAL_FIRST_SEED) == (expected, 0.0)
-    assert 0.8 < expected < 0.95
-
-
-@pytest.mark.parametrize(
-    "turn, malformed_per_episode",
-    [
-        ("Done.<|im_end|>", 0.0),  # ends the episode without a call: unsolved, not malformed
-        ("<tool_call>\nnot json\n</tool_call><|im_end|>", 1.0),  # unreadable: TRL sees no call, the episode ends
-        (guess_call_text(9), 3.0),  # out of range: refused with an error, no turn spent, 3 rounds
-    ],
-)
-def test_sampled_success_reports_malformed_calls_separately(tokenizer, turn, malformed_per_episode):
-    scripted = ScriptedModel(tokenizer, lambda history: turn)
-    assert sampled_success(scripted, tokenizer, 100, EVAL_FIRST_SEED) == (0.0, malformed_per_episode)
+def test_responses_written_counts_only_the_models_own_tokens(tokenizer):
+    call = tokenizer.encode(guess_call_text(4), add_special_tokens=False)
+    (response,) = tool_response_ids(tokenizer, "guess", "higher")  # one token with the learn tokenizer
+    played = call + [response] + call  # TRL's episode: the response was the environment's
+    assert responses_written(tokenizer, played, [1] * len(call) + [0] + [1] * len(call)) == 0
+    assert responses_written(tokenizer, played, [1] * len(played)) == 1  # the model wrote it itself
+    spelled = tokenizer.encode("<tool_response>\nhigher\n</tool_response>", add_special_tokens=False)
+    assert responses_written(tokenizer, call + spelled, [1] * (len(call) + len(spelled))) == 1
 
 
 def test_grpo_with_the_learn_tokenizer_keeps_observation_masking_exact(tokenizer, tmp_path):
@@ -132,12 +102,14 @@ def test_grpo_with_the_learn_tokenizer_keeps_observation_masking_exact(tokenizer
     thermometer_number_embeddings(model, tokenizer, 8)
     warm_start(model, tokenizer, steps=60, batch=32, closing="")
     dataset = guess_dataset(8)
-    config = learn_config(LearnConfig(learn_steps=2, learn_prompts=4), str(tmp_path))
+    config = learn_config(LearnConfig(learn_steps=2, learn_prompts=4, beta=0.0), str(tmp_path))  # no reference model
 
     class Checked(learning_trainer_class(), recording_trainer_class()):
         pass
 
-    trainer = build_grpo_trainer(config, model, dataset, GuessEnv, processing_class=tokenizer, trainer_class=Checked)
+    trainer = build_grpo_trainer(
+        config, model, dataset, GuessEnv, processing_class=tokenizer, trainer_class=Checked, metrics=LEARN_METRICS
+    )
     trainer.mask_counts = []
     trainer.train()
     assert len(trainer.mask_counts) == 2 and all(masked > 0 and trained > 0 for masked, trained in trainer.mask_counts)
@@ -153,6 +125,46 @@ def test_grpo_with_the_learn_tokenizer_keeps_observation_masking_exact(tokenizer
     assert remembered[0]["tool_calls"][0]["function"] == {"name": "guess", "arguments": {"value": 4}}
 
 
+@pytest.mark.parametrize("observation_masking", [True, False])
+def test_no_mask_trains_on_the_environments_tokens(tokenizer, tmp_path, observation_masking):
+    """--no-mask, on TRL's own batch: tool_mask is 1 on every completion token, the tool responses TRL
+    inserted included; with masking on, those responses are 0."""
+    model = build_tiny_model(tokenizer)
+    thermometer_number_embeddings(model, tokenizer, 8)
+    warm_start(model, tokenizer, steps=60, batch=32, closing="")
+    config = learn_config(
+        LearnConfig(learn_steps=1, learn_prompts=4, beta=0.0, mask=observation_masking), str(tmp_path)
+    )
+    batches, turns = [], []
+
+    class Kept(learning_trainer_class(observation_masking=observation_masking)):
+        def _generate_single_turn(self, prompt_ids, *args, **kwargs):
+            completion_ids, logprobs = super()._generate_single_turn(prompt_ids, *args, **kwargs)
+            turns.extend(zip(prompt_ids, completion_ids, strict=True))
+            return completion_ids, logprobs
+
+        def _generate_and_score_completions(self, inputs):
+            batches.append(super()._generate_and_score_completions(inputs))
+            return batches[-1]
+
+    trainer = build_grpo_trainer(
+        config, model, guess_dataset(4), GuessEnv, processing_class=tokenizer, trainer_class=Kept, metrics=LEARN_METRICS
+    )
+    trainer.train()
+    (batch,) = batches
+    inserted = 0
+    for row in range(batch["completion_ids"].shape[0]):
+        prompt = batch["prompt_ids"][row][batch["prompt_mask"][row].bool()].tolist()
+        length = int(batch["completion_mask"][row].sum())
+        generated = expected_tool_mask(prompt, batch["completion_ids"][row][:length].tolist(), turns)
+        weights = batch["tool_mask"][row][:length].tolist()
+        assert [w for w, own in zip(weights, generated, strict=True) if own] == [1] * sum(generated)
+        environments = [w for w, own in zip(weights, generated, strict=True) if not own]
+        assert environments == [0 if observation_masking else 1] * len(environments)
+        inserted += len(environments)
+    assert inserted > 0  # the environment answered some calls
+
+
 def test_learn_end_to_end_at_toy_size(tmp_path):
     plot = tmp_path / "curve.png"
     result = run_script(
@@ -166,7 +178,8 @@ def test_learn_end_to_end_at_toy_size(tmp_path):
     )
     assert line, result.stdout
     assert all(0.0 <= float(rate) <= 1.0 for rate in line.groups())
-    assert re.search(r"^malformed tool calls per episode before=\d\.\d{3} after=\d\.\d{3}$", result.stdout, re.M)
+    for figure in ("tool calls that played no guess", "tool responses written by the model"):
+        assert re.search(rf"^{figure} per episode before=\d\.\d{{3}} after=\d\.\d{{3}}$", result.stdout, re.M)
     assert "a 3-guess episode is 16 tokens" in result.stdout
     assert os.path.getsize(plot) > 0
 
@@ -183,3 +196,43 @@ def test_learn_end_to_end_at_toy_size(tmp_path):
 def test_learn_flags_are_checked(argv, message):
     result = run_script(*argv, timeout=60)
     assert result.returncode == 2 and message in result.stderr
+
+
+def test_the_evaluation_measures_the_policy_trl_trains(tokenizer, tmp_path):
+    """One model, two measures: the held-out evaluation (TRL's evaluate, one episode per seed) and
+    the rollouts of TRL's own training step (generated before the update). A sloppy model, so that
+    wasted calls, cut-off episodes and self-written tool responses all occur, and any difference
+    in budget, parser or tool handling would show. Every figure agrees within sampling noise."""
+    model = build_tiny_model(tokenizer)
+    thermometer_number_embeddings(model, tokenizer, 8)
+    warm_start(model, tokenizer, steps=60, batch=32, closing="")
+    episodes = 512
+    config = learn_config(
+        LearnConfig(learn_steps=1, learn_prompts=episodes // 8, learn_eval_episodes=episodes, beta=0.0), str(tmp_path)
+    )
+    trainer = build_grpo_trainer(
+        config,
+        model,
+        guess_dataset(episodes // 8),
+        GuessEnv,
+        eval_dataset=guess_dataset(episodes, first_seed=EVAL_FIRST_SEED),
+        processing_class=tokenizer,
+        trainer_class=learning_trainer_class(),
+        metrics=LEARN_METRICS,
+    )
+    evaluation = evaluate_guessing(trainer, seed=0)
+    trainer.train()
+    rollouts = next(entry for entry in trainer.state.log_history if "loss" in entry)
+    training = {
+        "success": rollouts["rewards/solve_rate/mean"],
+        "wasted": rollouts["rewards/wasted_calls/mean"],
+        "written": rollouts[RESPONSES_WRITTEN],
+        "clipped": rollouts["completions/clipped_ratio"],
+    }
+    assert evaluation["wasted"] > 0.1 and evaluation["written"] > 0.01  # the sloppiness the test needs
+    for name in ("success", "clipped", "written"):  # rates: a binomial's standard error
+        p = (evaluation[name] + training[name]) / 2
+        noise = 4 * (p * (1 - p) * 2 / episodes) ** 0.5 + 1e-9
+        assert abs(evaluation[name] - training[name]) <= noise, (name, evaluation, training)
+    # counts per episode (0 to 4): a generous bound from their range
+    assert abs(evaluation["wasted"] - training["wasted"]) <= 4 * 2 * (2 / episodes) ** 0.5, (evaluation, training)
