@@ -16,6 +16,7 @@ Modes:
     python env_rollout.py --full --tiny    the same run on a CPU, offline, with a tiny model (before GPU time)
     python env_rollout.py --rehearse       the --full code path offline on a CPU, with a tiny model, GuessEnv
     python env_rollout.py --learn          that tiny model learns GuessEnv through TRL, on a CPU, in minutes
+    python env_rollout.py --learn --no-mask   the same, trained on the environment's tokens too (the ablation)
     python env_rollout.py --check M:CLASS  your own environment class against TRL's contract (env_check.py)
 
 Read it top to bottom: the smoke lab's hyperparameters, then 1. the environment, 2. the policy,

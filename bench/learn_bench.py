@@ -78,7 +78,7 @@ def main() -> None:
 
     build = "CUDA build" if torch.version.cuda else "CPU build"
     print(f"--learn {' '.join(options.flags)} on torch {torch.__version__} ({build}), {options.jobs} runs at a time")
-    print("seed  before  after  gain    wasted calls/ep  written/ep before->after  batch success  wall s  bar")
+    print("seed  before  after  gain    wasted calls/ep    written/ep        batch success     wall s  bar")
     walls, verdicts = [], []
     with concurrent.futures.ThreadPoolExecutor(max_workers=options.jobs) as pool:
         for seed, wall, run in pool.map(lambda seed: run_seed(seed, options.flags, options.logs), options.seeds):
