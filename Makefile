@@ -12,7 +12,8 @@
 #   make clean   remove the virtual environment and generated files
 PYTHON ?= python3
 VENV   ?= .venv
-# A torch requirement installed before the others, to run on another build (TORCH=torch==2.13.0)
+# A torch requirement installed before the others, to run on another build: TORCH=torch==2.13.0
+# (pip arguments may follow it, e.g. an --index-url for the CPU builds)
 TORCH  ?=
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
@@ -35,7 +36,7 @@ export TEXTARENA_DOWNLOAD_NLTK ?= 0
 endif
 
 $(VENV)/.test: requirements-smoke.txt tests/requirements.txt | $(PY)
-	if [ -n "$(TORCH)" ]; then $(PIP) "$(TORCH)"; fi
+	if [ -n "$(TORCH)" ]; then $(PIP) $(TORCH); fi
 	$(PIP) -r tests/requirements.txt
 	if [ -d "$(WORDLE_KIT)" ]; then $(PIP) "openenv-core>=0.3,<0.4" "textarena>=0.7.4,<0.8" $(WORDLE_KIT)/openenv_textarena-*.whl; fi
 	touch $@

@@ -201,8 +201,9 @@ def test_learn_flags_are_checked(argv, message):
 def test_the_evaluation_measures_the_policy_trl_trains(tokenizer, tmp_path):
     """One model, two measures: the held-out evaluation (TRL's evaluate, one episode per seed) and
     the rollouts of TRL's own training step (generated before the update). A sloppy model, so that
-    wasted calls, cut-off episodes and self-written tool responses all occur, and any difference
-    in budget, parser or tool handling would show. Every figure agrees within sampling noise."""
+    wasted calls and self-written tool responses occur, and any difference in budget, parser or
+    tool handling would show. Every figure agrees within sampling noise (measured: success 0.166 and
+    0.174, wasted calls per episode 0.428 and 0.381, written responses 0.049 and 0.047)."""
     model = build_tiny_model(tokenizer)
     thermometer_number_embeddings(model, tokenizer, 8)
     warm_start(model, tokenizer, steps=60, batch=32, closing="")
@@ -221,6 +222,7 @@ def test_the_evaluation_measures_the_policy_trl_trains(tokenizer, tmp_path):
         metrics=LEARN_METRICS,
     )
     evaluation = evaluate_guessing(trainer, seed=0)
+    evaluation_spread = trainer.state.log_history[-1]["eval_rewards/wasted_calls/std"]  # train() starts a new log
     trainer.train()
     rollouts = next(entry for entry in trainer.state.log_history if "loss" in entry)
     training = {
@@ -230,9 +232,10 @@ def test_the_evaluation_measures_the_policy_trl_trains(tokenizer, tmp_path):
         "clipped": rollouts["completions/clipped_ratio"],
     }
     assert evaluation["wasted"] > 0.1 and evaluation["written"] > 0.01  # the sloppiness the test needs
-    for name in ("success", "clipped", "written"):  # rates: a binomial's standard error
+    for name in ("success", "clipped", "written"):  # rates (written: nearly one): a binomial's error
         p = (evaluation[name] + training[name]) / 2
         noise = 4 * (p * (1 - p) * 2 / episodes) ** 0.5 + 1e-9
         assert abs(evaluation[name] - training[name]) <= noise, (name, evaluation, training)
-    # counts per episode (0 to 4): a generous bound from their range
-    assert abs(evaluation["wasted"] - training["wasted"]) <= 4 * 2 * (2 / episodes) ** 0.5, (evaluation, training)
+    spread = evaluation_spread, rollouts["rewards/wasted_calls/std"]
+    noise = 4 * ((spread[0] ** 2 + spread[1] ** 2) / episodes) ** 0.5
+    assert abs(evaluation["wasted"] - training["wasted"]) <= noise, (evaluation, training, spread)
