@@ -1,5 +1,6 @@
-"""tiny_qwen.py, --learn's pieces (the short-episode tokenizer, the thermometer embeddings, the sampled
-evaluation, the cached tool suffix) and the mode itself."""
+"""tiny_qwen.py, --learn's pieces (the short-episode tokenizer, the thermometer embeddings, the
+cached tool suffix, the evaluation's figures, the evaluation through TRL, the --no-mask ablation) and
+the mode itself."""
 
 import os
 import random
@@ -189,6 +190,7 @@ def test_learn_end_to_end_at_toy_size(tmp_path):
     [
         (["--learn", "--learn-eval-episodes", "50"], "must be a whole number >= 100"),
         (["--learn", "--learn-steps", "0"], "must be a whole number >= 1"),
+        (["--learn", "--beta", "-0.1"], "--beta: must be a number >= 0, got '-0.1'"),
         (["--smoke", "--learn-prompts", "4"], "--learn-prompts belongs to --learn, not --smoke"),
         (["--rehearse", "--plot", "x.png"], "--plot belongs to --smoke and --learn, not --rehearse"),
     ],
