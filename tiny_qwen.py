@@ -559,16 +559,12 @@ def wasted_calls(completions, **kwargs) -> list[float]:
     ran no more tools: after its last tool-calling round, or where the answer would overrun the budget)."""
     counts = []
     for messages in completions:
-        wasted = 0
-        for i, message in enumerate(messages):
-            if message["role"] == "assistant":
-                answers = next((j for j, later in enumerate(messages[i + 1 :]) if later["role"] != "tool"), None)
-                answered = len(messages) - i - 1 if answers is None else answers
-                wasted += len(message.get("tool_calls") or ()) - answered
-                wasted += "<tool_call>" in (message.get("content") or "")
-            elif str(message["content"]).startswith("{'error'"):
-                wasted += 1
-        counts.append(float(wasted))
+        turns = [message for message in messages if message["role"] == "assistant"]
+        answers = [str(message["content"]) for message in messages if message["role"] == "tool"]
+        calls = sum(len(turn.get("tool_calls") or ()) for turn in turns)  # TRL answers each call it runs once
+        played = sum(not answer.startswith("{'error'") for answer in answers)
+        unreadable = sum("<tool_call>" in (turn.get("content") or "") for turn in turns)
+        counts.append(float(calls - played + unreadable))
     return counts
 
 
@@ -712,7 +708,7 @@ def run_learn(args) -> dict:
         trainer.train()
         grpo_seconds = time.perf_counter() - grpo_started
         after = evaluate_guessing(trainer, args.seed)
-    curve = [entry["reward"] for entry in trainer.state.log_history if "reward" in entry and "loss" in entry]
+    curve = [entry["reward"] for entry in trainer.state.log_history if "reward" in entry]  # eval's is eval_reward
     masking = "on" if args.mask else "OFF (--no-mask: the model is also trained on the environment's tokens)"
     print(
         f"grpo: {trainer.state.global_step} steps of {trl_config.per_device_train_batch_size} episodes, observation "

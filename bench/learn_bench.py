@@ -53,7 +53,9 @@ def report(seed: int, wall: float, run: subprocess.CompletedProcess) -> bool | N
     before, after = map(float, found["success"].groups())
     episodes = int(found["episodes"][1])
     met = after >= BAR_AFTER and after - before >= BAR_GAIN and wall <= BAR_WALL_S
-    verdict = ("met" if met else "NOT met") + ("" if episodes >= BAR_EPISODES else f" ({episodes} episodes, not 400)")
+    verdict = ("met" if met else "NOT met") + (
+        "" if episodes >= BAR_EPISODES else f" ({episodes} episodes, not {BAR_EPISODES})"
+    )
     wasted, written, curve = found["wasted"], found["written"], found["curve"]
     print(
         f"{seed:>4}  {before:.3f}   {after:.3f}  {after - before:+.3f}  {wasted[1]} -> {wasted[2]}"
