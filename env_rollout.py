@@ -1298,24 +1298,23 @@ def int_at_least(minimum: int):
     return parse
 
 
-def positive_float(text: str) -> float:
+def checked_float(text: str, accepted, wanted: str) -> float:
+    """`text` as a finite float that `accepted(value)` allows, or an error saying it must be `wanted`."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be {wanted}, got {text!r}") from None
+    if not (math.isfinite(value) and accepted(value)):
+        raise argparse.ArgumentTypeError(f"must be {wanted}, got {text!r}")
     return value
+
+
+def positive_float(text: str) -> float:
+    return checked_float(text, lambda value: value > 0, "a positive number")
 
 
 def non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}") from None
-    if not (value >= 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
-    return value
+    return checked_float(text, lambda value: value >= 0, "a number >= 0")
 
 
 def fraction_below_one(text: str) -> float:
