@@ -1,6 +1,8 @@
 # One command each; every target installs what it needs into ./.venv on first use.
 #   make smoke   run the tabular lab (--smoke)
-#   make test    run the test suite
+#   make test    run the test suite, on the versions it last passed with (tests/constraints.txt)
+#   make test-latest  the same suite in .venv-latest, on the newest releases the requirements allow
+#   make constraints  test-latest, then record its versions in tests/constraints.txt
 #   make rehearse  run the --full code path offline on a CPU (tiny model, GuessEnv)
 #   make rehearse-full  --full itself on a CPU against the real Wordle, with a tiny model (--full --tiny)
 #   make learn   a tiny transformer learns GuessEnv through TRL on a CPU (--learn, minutes)
@@ -8,6 +10,8 @@
 #   make bench-learn  --learn on seeds 0..7, two at a time, with the bars (about a quarter of an hour)
 #                     on torch's CPU build 2.13.0: make bench-learn VENV=.venv-torch2.13 TORCH=torch==2.13.0
 #   make bench-gpu  peak GPU memory of tier t1 (on a CUDA machine)
+#   make bench-cli  how fast the command line refuses what cannot run (a dead server, no CUDA) and --check
+#   make bench-tokens  Wordle's token budget on Qwen3's tokenizer: the prompt, each turn, the longest episode
 #   make lint    ruff
 #   make clean   remove the virtual environment and generated files
 PYTHON ?= python3
@@ -15,10 +19,15 @@ VENV   ?= .venv
 # A torch requirement installed before the others, to run on another build: TORCH=torch==2.13.0
 # (pip arguments may follow it, e.g. an --index-url for the CPU builds)
 TORCH  ?=
+# The versions the suite last passed with, installed by `make test`, so that a new release of a
+# dependency cannot break the tests between two landings. Empty: the newest releases (test-latest).
+CONSTRAINTS ?= tests/constraints.txt
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
+# A TORCH given on the command line picks torch itself: the constraints then pin everything but torch.
+PINS    = $(if $(CONSTRAINTS),-c $(VENV)/constraints.txt)
 
-.PHONY: smoke test rehearse rehearse-full learn bench bench-learn bench-gpu lint clean
+.PHONY: smoke test test-latest constraints rehearse rehearse-full learn bench bench-learn bench-gpu bench-cli bench-tokens lint clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -35,10 +44,11 @@ export NLTK_DATA ?= $(abspath $(WORDLE_KIT)/nltk_data)
 export TEXTARENA_DOWNLOAD_NLTK ?= 0
 endif
 
-$(VENV)/.test: requirements-smoke.txt tests/requirements.txt | $(PY)
+$(VENV)/.test: requirements-smoke.txt tests/requirements.txt $(CONSTRAINTS) | $(PY)
+	if [ -n "$(CONSTRAINTS)" ]; then grep -v $(if $(TORCH),'^torch==','^$$') $(CONSTRAINTS) > $(VENV)/constraints.txt; fi
 	if [ -n "$(TORCH)" ]; then $(PIP) $(TORCH); fi
-	$(PIP) -r tests/requirements.txt
-	if [ -d "$(WORDLE_KIT)" ]; then $(PIP) "openenv-core>=0.3,<0.4" "textarena>=0.7.4,<0.8" $(WORDLE_KIT)/openenv_textarena-*.whl; fi
+	$(PIP) $(UPGRADE) -r tests/requirements.txt $(PINS)
+	if [ -d "$(WORDLE_KIT)" ]; then $(PIP) $(UPGRADE) "openenv-core>=0.3,<0.4" "textarena>=0.7.4,<0.8" $(WORDLE_KIT)/openenv_textarena-*.whl $(PINS); fi
 	touch $@
 
 $(VENV)/.lint: | $(PY)
@@ -50,6 +60,17 @@ smoke: $(VENV)/.smoke
 
 test: $(VENV)/.test
 	$(PY) -m pytest -q tests
+
+# The newest releases, checked again on every call (a release may have come out since the last one).
+LATEST ?= .venv-latest
+test-latest:
+	rm -f $(LATEST)/.test
+	$(MAKE) test VENV=$(LATEST) CONSTRAINTS= UPGRADE="--upgrade --upgrade-strategy eager"
+
+# After a green test-latest: those versions become the tested set (commit the file with the change).
+constraints: test-latest
+	{ sed -n '/^#/p' $(CONSTRAINTS); $(LATEST)/bin/python -m pip freeze --exclude-editable | grep '==' | grep -v '^pip=='; } > $(CONSTRAINTS).new
+	mv $(CONSTRAINTS).new $(CONSTRAINTS)
 
 rehearse: $(VENV)/.test
 	$(PY) env_rollout.py --rehearse
@@ -68,6 +89,12 @@ bench-learn: $(VENV)/.test
 
 bench-gpu: $(VENV)/.test
 	$(PY) bench/gpu_memory.py
+
+bench-cli: $(VENV)/.test
+	$(PY) bench/cli_bench.py
+
+bench-tokens: $(VENV)/.test
+	$(PY) bench/token_budget.py
 
 lint: $(VENV)/.lint
 	$(VENV)/bin/ruff check .

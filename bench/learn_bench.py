@@ -4,7 +4,7 @@
 
 Runs `env_rollout.py --learn --seed S` as a user would, `--jobs` runs at a time (a run uses one
 core), and prints each run's figures next to the bars: after >= 0.70 and after - before >= 0.25 on
-400 evaluation episodes, each run <= 600 s of wall time. It says which torch it ran on: the bars
+400 evaluation episodes, each run <= 600 s of wall time. It says which torch, trl and transformers it ran on: the bars
 hold for the torch that `make test` installs and for the CPU build torch==2.13.0 (README).
 Exits 0 whatever the figures are; read them. About 4 minutes a run on a laptop core.
 """
@@ -76,10 +76,14 @@ def main() -> None:
         parser.error(f"--jobs must be at least 1, got {options.jobs}")
     if options.logs:
         os.makedirs(options.logs, exist_ok=True)
-    import torch  # only to say which build the runs use: they run on this same interpreter
+    # Only to say what the runs use: they run on this same interpreter.
+    import torch
+    import transformers
+    import trl
 
     build = "CUDA build" if torch.version.cuda else "CPU build"
-    print(f"--learn {' '.join(options.flags)} on torch {torch.__version__} ({build}), {options.jobs} runs at a time")
+    versions = f"torch {torch.__version__} ({build}), trl {trl.__version__}, transformers {transformers.__version__}"
+    print(f"--learn {' '.join(options.flags)} on {versions}, {options.jobs} runs at a time")
     print("seed  before  after  gain    wasted calls/ep    written/ep        batch success     wall s  bar")
     walls, verdicts = [], []
     with concurrent.futures.ThreadPoolExecutor(max_workers=options.jobs) as pool:
@@ -91,7 +95,7 @@ def main() -> None:
         f"{BAR_EPISODES} evaluation episodes, wall <= {BAR_WALL_S} s); wall seconds: median "
         f"{statistics.median(walls):.0f}, max {max(walls):.0f}"
     )
-    print(f"(python {sys.version.split()[0]}, torch {torch.__version__}, {os.cpu_count()} cores)")
+    print(f"(python {sys.version.split()[0]}, {versions}, {os.cpu_count()} cores)")
 
 
 if __name__ == "__main__":

