@@ -314,7 +314,7 @@ def check_tool_mask_on_batch(batch: dict, turns) -> tuple[int, int]:
 
 # The trainer subclasses below override private GRPOTrainer methods, which TRL may change in any
 # release. Before a subclass is made, each method it overrides is checked to exist with the
-# parameters it was written against (trl 1.15 and 1.16), and what the overrides read back is checked
+# parameters it was written against (trl 1.16; 1.15 has the same), and what the overrides read back is checked
 # as it arrives: a change stops the run, naming the versions, instead of training on something else.
 TRL_OVERRIDDEN = {
     "_generate_single_turn": ("prompt_ids", "images", "multimodal_fields", "num_generations"),

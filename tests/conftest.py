@@ -32,8 +32,9 @@ def run_script(
 
 
 # What a "fails fast" run is shown by, instead of a time: the command line's own main(), in a process of
-# its own, reporting at its end which heavy modules it had imported (a model class among them means a
-# model load began) and which threads were still running that would keep a process from exiting.
+# its own, reporting at its end which heavy modules it had imported (a module of the model's own class,
+# qwen3, means a model load began) and which threads were still running that would keep a process from
+# exiting.
 TRACED_MAIN = """
 import json, sys, threading
 sys.path.insert(0, {root!r})
@@ -42,6 +43,9 @@ try:
     status = env_rollout.main({args!r})
 except SystemExit as stop:
     status = stop.code
+if isinstance(status, str):  # what sys.exit(message) does, before the report
+    print(status, file=sys.stderr)
+    status = 1
 heavy = ("trl", "transformers", "peft", "vllm", "datasets")
 print(json.dumps({{
     "imported": sorted(name for name in sys.modules if name in heavy or ".modeling_" in name),

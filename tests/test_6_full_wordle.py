@@ -284,7 +284,9 @@ def test_full_cli_fails_fast_on_a_dead_server_without_loading_a_model():
     result, report = run_main_traced("--full", "--vllm-mode", "none", "--env-url", "http://127.0.0.1:9", timeout=120)
     assert result.returncode == 1
     assert "http://127.0.0.1:9" in result.stderr and "Remedies" in result.stderr and "--env-url local" in result.stderr
-    assert report == {"imported": [], "threads": []}  # before TRL was imported, let alone a model; nothing left
+    assert "trl" not in report["imported"]  # stopped before TRL was imported, let alone a model
+    assert not [name for name in report["imported"] if "qwen3" in name]  # no module of the model to load
+    assert report["threads"] == []  # and nothing left running
 
 
 @pytest.mark.parametrize(

@@ -206,7 +206,7 @@ def test_full_against_a_full_server_fails_fast_naming_max_concurrent_envs(small_
     assert "held 2 of the 32 sessions" in result.stderr and "MAX_CONCURRENT_ENVS" in result.stderr
     assert small_server in result.stderr and "Remedies" in result.stderr
     assert "cannot load the model" not in result.stderr
-    assert not [name for name in report["imported"] if name.startswith("transformers.models.")]  # no model class
+    assert not [name for name in report["imported"] if "qwen3" in name]  # no module of the model to load
     assert report["threads"] == []  # pending sessions are left to daemon threads: the process exits
 
 

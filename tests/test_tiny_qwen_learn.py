@@ -2,6 +2,7 @@
 cached tool suffix, the evaluation's figures, the evaluation through TRL, the --no-mask ablation) and
 the mode itself."""
 
+import inspect
 import os
 import random
 import re
@@ -120,8 +121,10 @@ def test_grpo_with_the_learn_tokenizer_keeps_observation_masking_exact(tokenizer
     assert tokenizer.decode(cached).startswith("\n<|im_start|>user\n<tool_response>\nhigher\n")
     prompt_ids = render_prompt_ids(tokenizer, GuessEnv().reset())
     turn = tokenizer.encode(guess_call_text(4), add_special_tokens=False)
-    remembered = [trainer._tokenizer.parse_response(turn, prefix=prompt_ids) for _ in range(2)]
-    assert remembered[0] == remembered[1] == type(tokenizer).parse_response(tokenizer, turn, prefix=prompt_ids)
+    parse = type(tokenizer).parse_response
+    given = {"prefix": prompt_ids} if "prefix" in inspect.signature(parse).parameters else {}  # transformers >= 5.13
+    remembered = [trainer._tokenizer.parse_response(turn, **given) for _ in range(2)]
+    assert remembered[0] == remembered[1] == parse(tokenizer, turn, **given)
     assert remembered[0] is not remembered[1]  # a copy each time: TRL edits what it gets back
     assert remembered[0]["tool_calls"][0]["function"] == {"name": "guess", "arguments": {"value": 4}}
 
