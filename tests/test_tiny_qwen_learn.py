@@ -249,7 +249,7 @@ def test_the_evaluation_measures_the_policy_trl_trains(tokenizer, tmp_path):
 # --- what --learn leans on in TRL and transformers: a change stops the run, naming the versions ------
 
 
-def test_the_merged_pieces_are_declared_control_tokens_so_trl_reads_the_calls(tokenizer):
+def test_the_merged_pieces_are_declared_control_tokens_so_trl_reads_the_calls():
     """The cause of transformers 5.25's silent zero. From 5.25 the response parser reads token ids,
     and a control token (<tool_call>, <|im_end|>) counts only when generated as its own id: inside an
     undeclared merged piece it is text, and no call is parsed. Declared, TRL reads the call on every
@@ -260,10 +260,11 @@ def test_the_merged_pieces_are_declared_control_tokens_so_trl_reads_the_calls(to
     from packaging.version import Version
     from trl.chat_template_utils import add_response_schema, parse_response
 
+    tokenizer = learn_tokenizer(0)  # not the module's: a learning trainer wraps the parse of the tokenizer it gets
     prompt_ids = render_prompt_ids(tokenizer, GuessEnv().reset())
     call = tokenizer.encode(guess_call_text(4), add_special_tokens=False)
     assert len(prompt_ids) == 1 and len(call) == 4  # the prompt and the text around the number: merged pieces
-    declared = add_response_schema(copy.deepcopy(tokenizer))  # what GRPOTrainer does to its tokenizer
+    declared = add_response_schema(tokenizer)  # what GRPOTrainer does to its tokenizer
     assert set(declared.chat_control_tokens) >= {declared.decode(prompt_ids), declared.decode(call[:1])}
     parsed = parse_response(declared, call, prefix=prompt_ids)
     assert parsed["tool_calls"][0]["function"] == {"name": "guess", "arguments": {"value": 4}}
