@@ -1198,8 +1198,8 @@ def check_trl_reads_tool_calls(trainer, prompt_text: str, tool, arguments: dict)
     tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
     call = qwen3_tool_call(tool.__name__, arguments)
     prompt_ids = render_prompt_ids(tokenizer, prompt_text, tool)
-    typed = {"tools": [tool]} if "tools" in inspect.signature(parse_response).parameters else {}  # trl >= 1.16
-    message = parse_response(tokenizer, tokenizer.encode(call, add_special_tokens=False), prefix=prompt_ids, **typed)
+    ids = tokenizer.encode(call, add_special_tokens=False)
+    message = parse_response(tokenizer, ids, prefix=prompt_ids, tools=[tool])  # as TRL parses a generated turn
     calls = [tool_call.get("function") for tool_call in message.get("tool_calls") or []]
     check(
         calls == [{"name": tool.__name__, "arguments": arguments}],

@@ -135,7 +135,6 @@ def main() -> None:
             env = trainer.environments[0]
             return {"prompt": prompt, "completion": length, "runs": runs, "solved": env.solved, "moves": env.moves}
 
-        trainer.prompt_length = 0
         opening = WordleEnv("local").reset(seed=seed)
         probe = play([])  # no call: the prompt alone
         trainer.prompt_length = prompt = probe["prompt"]
