@@ -1211,12 +1211,17 @@ def check_trl_reads_tool_calls(trainer, prompt_text: str, tool, arguments: dict)
 HELD_OUT_WORDS = 4  # in-process, one secret word in 4 is kept for the evaluation, never trained on
 
 
-def wordle_words() -> list[str]:
-    """The secret words TextArena's Wordle draws from (156 with NLTK's lists), from the local game."""
-    game = first_local_game()._ta_env  # read only: no copy needed
+def textarena_wordle():
+    """TextArena's own Wordle game inside the local one, to read (no copy needed)."""
+    game = first_local_game()._ta_env
     while hasattr(game, "env"):  # TextArena wraps its game in observation wrappers
         game = game.env
-    return list(game.word_list)
+    return game
+
+
+def wordle_words() -> list[str]:
+    """The secret words TextArena's Wordle draws from (156 with NLTK's lists), from the local game."""
+    return list(textarena_wordle().word_list)
 
 
 def secret_word(seed: int, words: list[str]) -> str:

