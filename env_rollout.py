@@ -993,7 +993,11 @@ class FullConfig:
     )
     learning_rate: float | None = option(None, "learning rate (tier default)", positive=True)
     lora_rank: int | None = option(None, "LoRA rank; 0 = full fine-tuning in float32 (tier default)", at_least=0)
-    max_completion_length: int = option(1024, "tokens in a whole episode: every turn and tool response", at_least=1)
+    max_completion_length: int = option(
+        1024,
+        "tokens in a whole episode, every turn and tool response (longest found: 689, make bench-tokens)",
+        at_least=1,
+    )
     max_tool_calling_iterations: int = option(8, "tool calls per episode (Wordle allows 6 guesses)", at_least=1)
     max_steps: int = option(-1, "optimizer steps; -1 = one pass over the episodes", steps_or_all=True)
     save_steps: int = option(10, "checkpoint every this many steps: a crash loses at most these", at_least=1)
