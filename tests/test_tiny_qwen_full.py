@@ -37,7 +37,7 @@ def test_full_tiny_end_to_end(tmp_path):
     assert evaluations[0][0] == evaluations[1][0] and evaluations[0][2] == evaluations[1][2]  # same games, same start
     final = re.search(
         r"^full rehearsal ok: steps=3 resumed_from=checkpoint-2 solve_rate=(\d\.\d{3}) "
-        r"invalid_move_rate=(\d\.\d{3}) adapter=(\S+)$",
+        r"invalid_move_rate=(\d\.\d{3}) adapter=(\S+) generation=transformers$",
         out,
         re.M,
     )

@@ -1,0 +1,112 @@
+"""tiny_qwen.py, --show-mask: one real Wordle episode from TRL's batch, printed as runs of tool_mask 1
+(the model's tokens, trained) and 0 (what TRL inserted, masked), with the counts that sum up."""
+
+import importlib.util
+import re
+
+import pytest
+from conftest import run_script
+
+from tiny_qwen import mask_runs, shown_run
+
+
+def real_wordle_missing() -> str | None:
+    """Why the real Wordle cannot be played here, or None when it can."""
+    try:
+        import nltk
+        import textarena_env.server.environment  # noqa: F401
+
+        nltk.data.find("corpora/words")
+    except (ImportError, LookupError) as error:
+        return f"the real Wordle is not installed here ({error}); `make test` installs it"
+    return None
+
+
+needs_the_game = pytest.mark.skipif(
+    importlib.util.find_spec("trl") is None or real_wordle_missing() is not None,
+    reason="--show-mask needs trl and the real Wordle (`make test` installs both)",
+)
+
+FINAL = re.compile(
+    r"^mask: one Wordle episode from TRL's batch, (\d+) completion tokens \(Qwen3's tokenizer\): "
+    r"(\d+) trained, (\d+) masked$"
+)
+RUN_HEAD = re.compile(r"^(trained|masked) +(\d+) tokens \|(.*)$")
+RUN_MORE = " " * 20 + "|"
+
+
+def runs_printed(out: str) -> list[tuple[str, int, str]]:
+    """(mark, token count, text) of each run the mode printed."""
+    runs = []
+    for line in out.splitlines():
+        head = RUN_HEAD.match(line)
+        if head:
+            runs.append((head[1], int(head[2]), [head[3][1:]]))
+        elif runs and line.startswith(RUN_MORE):
+            runs[-1][2].append(line[len(RUN_MORE) + 1 :])
+    return [(mark, count, "\n".join(lines)) for mark, count, lines in runs]
+
+
+@pytest.fixture(scope="module")
+def show_mask_run():
+    result = run_script("--show-mask", timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+@needs_the_game
+def test_show_mask_ends_with_the_counts_of_one_episode(show_mask_run):
+    last = show_mask_run.stdout.rstrip("\n").splitlines()[-1]
+    final = FINAL.match(last)
+    assert final, show_mask_run.stdout[-3000:]
+    total, trained, masked = map(int, final.groups())
+    assert trained > 0 and masked > 0 and trained + masked == total
+    runs = runs_printed(show_mask_run.stdout)
+    assert sum(count for mark, count, _ in runs if mark == "trained") == trained
+    assert sum(count for mark, count, _ in runs if mark == "masked") == masked
+    marks = [mark for mark, _, _ in runs]
+    assert marks[0] == "trained"  # the model speaks first
+    assert all(a != b for a, b in zip(marks[:-1], marks[1:], strict=True))  # runs alternate: each as long as it can be
+
+
+@needs_the_game
+def test_masked_runs_are_the_games_answers_and_trained_runs_the_models_calls(show_mask_run):
+    runs = runs_printed(show_mask_run.stdout)
+    masked = [text for mark, _, text in runs if mark == "masked"]
+    trained = [text for mark, _, text in runs if mark == "trained"]
+    for text in masked:  # a tool's answer in the chat template's wrapping, up to the model's next turn
+        assert "<|im_start|>user\n<tool_response>\n" in text and "</tool_response><|im_end|>" in text, text
+        assert text.rstrip("\n").endswith("<|im_start|>assistant\n<think>\n\n</think>")
+    assert any("<tool_response>\n[GAME] [" in text for text in masked)  # the game's own feedback on a guess
+    assert any("<tool_call>" in text and "</tool_call><|im_end|>" in text for text in trained)
+    assert not any("<tool_response>" in text for text in trained)
+
+
+@needs_the_game
+def test_output_that_is_not_a_terminal_is_marked_plainly(show_mask_run):
+    out = show_mask_run.stdout
+    assert "\x1b" not in out
+    assert re.search(r"^tool_mask 1 \(trained\): .*; tool_mask 0 \(masked\): ", out, re.M)
+    assert re.search(r"^trained +\d+ tokens \| <tool_call>$", out, re.M)
+    assert re.search(r"^masked +\d+ tokens \|$", out, re.M)  # a tool response starts on a new line
+
+
+def test_runs_are_the_stretches_of_equal_tool_mask():
+    assert mask_runs([5, 6, 7, 8, 9, 10], [1, 1, 0, 0, 0, 1]) == [(1, [5, 6]), (0, [7, 8, 9]), (1, [10])]
+    assert mask_runs([], []) == []
+
+
+def test_a_run_is_coloured_on_a_terminal_and_its_control_characters_escaped():
+    plain = shown_run(0, 3, "\nabc\x1b[2J\n", colour=False)
+    assert plain == "masked     3 tokens |\n                    | abc\\x1b[2J\n                    |"
+    coloured = shown_run(1, 3, "<tool_call>", colour=True)
+    assert coloured.startswith("\x1b[32mtrained    3 tokens | <tool_call>") and coloured.endswith("\x1b[0m")
+
+
+def test_help_lists_the_mode_and_its_flags():
+    listed = run_script("--help")
+    assert listed.returncode == 0
+    assert "| --show-mask |" in listed.stdout and "usage: env_rollout.py --show-mask [--seed N]" in listed.stdout
+    own = run_script("--show-mask", "--help")
+    assert own.returncode == 0 and own.stdout.startswith("usage: env_rollout.py --show-mask [--seed N]")
+    assert "--iterations" not in own.stdout

@@ -1,0 +1,90 @@
+"""tiny_qwen.py, --full --tiny --vllm-mode colocate: which generation each run takes, and the check that
+vLLM's weights are the trained ones. The run itself needs vLLM's CPU build, which has an environment of
+its own: `make rehearse-vllm` (run by .ci/run) is its end-to-end test."""
+
+import pytest
+import torch
+from conftest import run_script
+
+import env_rollout
+from env_rollout import SmokeFailure
+
+pytest.importorskip("trl")
+from tiny_qwen import VLLM_CPU_ROUNDING, compare_vllm_weights, stacked_weight  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "flags, generation",
+    [
+        (["--full"], "colocate"),  # the GPU run: vLLM colocated
+        (["--full", "--vllm-mode", "none"], "none"),
+        (["--full", "--tiny"], "none"),  # a CPU run: transformers, unless asked
+        (["--full", "--tiny", "--vllm-mode", "colocate"], "colocate"),
+        (["--full", "--tiny", "--vllm-mode", "none"], "none"),
+    ],
+)
+def test_which_generation_each_run_takes(flags, generation):
+    mode, config = env_rollout.parse_args(flags)
+    assert mode == "full" and config.vllm_mode == generation
+
+
+def test_tiny_refuses_server_mode_and_says_what_it_takes():
+    result = run_script("--full", "--tiny", "--vllm-mode", "server")
+    assert (
+        result.returncode == 2 and "--tiny generates with --vllm-mode none (the default) or colocate" in result.stderr
+    )
+
+
+PACKED = {"qkv_proj": ["q_proj", "k_proj", "v_proj"], "gate_up_proj": ["gate_proj", "up_proj"]}
+
+
+def checkpoint(seed: int) -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    shapes = {"q_proj": (4, 3), "k_proj": (2, 3), "v_proj": (2, 3), "o_proj": (3, 4)}
+    return {
+        f"model.layers.0.self_attn.{name}.weight": torch.randn(shape, generator=generator)
+        for name, shape in shapes.items()
+    }
+
+
+def test_vllms_stacked_layers_are_built_in_its_order():
+    weights = checkpoint(0)
+    qkv = stacked_weight("model.layers.0.self_attn.qkv_proj", weights, PACKED)
+    prefix = "model.layers.0.self_attn."
+    assert torch.equal(qkv, torch.cat([weights[prefix + f"{p}_proj.weight"] for p in "qkv"]))
+    assert torch.equal(stacked_weight(prefix + "o_proj", weights, PACKED), weights[prefix + "o_proj.weight"])
+
+
+class VllmDouble:
+    """What LLM.apply_model returns from the rehearsal's read-back: the linear weights as vLLM holds
+    them (here: a checkpoint in bfloat16) and the model's packed_modules_mapping."""
+
+    def __init__(self, weights: dict[str, torch.Tensor]):
+        self.held = {
+            f"model.layers.0.self_attn.{name}": stacked_weight(f"model.layers.0.self_attn.{name}", weights, PACKED).to(
+                torch.bfloat16
+            )
+            for name in ("qkv_proj", "o_proj")
+        }
+
+    def apply_model(self, func):
+        return [(self.held, PACKED)]
+
+
+def test_the_sync_check_passes_within_bfloat16_rounding_and_measures_the_move():
+    warm, trained = checkpoint(0), checkpoint(1)
+    synced, moved = compare_vllm_weights(VllmDouble(trained), trained, warm)
+    largest = max(weight.abs().max().item() for weight in trained.values())
+    assert 0 < synced <= largest * VLLM_CPU_ROUNDING and moved > 0.5  # two independent draws differ by ~1
+    synced, moved = compare_vllm_weights(VllmDouble(warm), warm, warm)
+    assert moved == 0.0  # vLLM holds the warm start exactly as it loaded it
+
+
+def test_the_sync_check_stops_when_vllm_kept_other_weights():
+    warm, trained = checkpoint(0), checkpoint(1)
+    with pytest.raises(SmokeFailure, match=r"qkv_proj differs from the trained weights .* did not reach vLLM"):
+        compare_vllm_weights(VllmDouble(warm), trained, warm)  # the sync never happened
+    nudged = {name: weight.clone() for name, weight in trained.items()}
+    nudged["model.layers.0.self_attn.o_proj.weight"][0, 0] += 0.05  # one weight, past rounding
+    with pytest.raises(SmokeFailure, match="o_proj differs"):
+        compare_vllm_weights(VllmDouble(trained), nudged, warm)
