@@ -75,7 +75,7 @@ def training_seeds_by_step(monkeypatch, run) -> list[int]:
 def test_an_interrupted_run_resumes_on_the_prompts_it_had_not_trained_on(tiny_model, tmp_path, monkeypatch):
     scale = TinyFullScale()
     rollouts = scale.per_device_train_batch_size * scale.gradient_accumulation_steps
-    tiny = tiny_full_config(FullConfig(), tiny_model, "unused", scale)
+    tiny = tiny_full_config(FullConfig(tiny=True), tiny_model, "unused", scale)
     config = dataclasses.replace(tiny, max_completion_length=128, eval_games=0, max_steps=3)
     whole = dataclasses.replace(config, output_dir=str(tmp_path / "whole"))
     uninterrupted = training_seeds_by_step(monkeypatch, lambda: run_full(whole))
