@@ -947,7 +947,7 @@ class TinyFullScale:
     num_generations: int = 4
     per_device_train_batch_size: int = 2
     gradient_accumulation_steps: int = 2  # 4 rollouts (1 prompt x 4) per step: each costs a pass over the vocabulary
-    max_completion_length: int = 512  # six calls and six answers of the game
+    max_completion_length: int = 1024  # --full's: six valid turns and an invalid one pass 512
     vllm_kv_cache_gib: int = 1  # --vllm-mode colocate: vLLM's CPU KV cache (the model's needs 512 bytes a token)
     episodes: int = 16
     eval_games: int = 8
