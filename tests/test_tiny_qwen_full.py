@@ -10,7 +10,7 @@ from conftest import run_script
 
 import env_rollout
 from env_rollout import EVAL_FIRST_SEED, FullConfig, WordleEnv, run_full
-from tiny_qwen import TinyFullScale, build_tiny_wordle_model, tiny_full_config
+from tiny_qwen import TinyFullScale, build_tiny_wordle_model, ctrl_c_after_checkpoint, tiny_full_config
 
 pytest.importorskip("trl")
 try:
@@ -88,26 +88,10 @@ def test_an_interrupted_run_resumes_on_the_prompts_it_had_not_trained_on(tiny_mo
     uninterrupted = training_seeds_by_step(monkeypatch, lambda: run_full(whole))
     assert len(uninterrupted) == 3 * rollouts
 
-    # Ctrl-C right after the checkpoint of step 2 has been written, inside trainer.train().
-    from transformers import TrainerCallback
-
-    class CtrlCAfterStep2(TrainerCallback):
-        def on_save(self, args, state, control, **kwargs):
-            if state.global_step == 2:
-                raise KeyboardInterrupt
-
-    build = env_rollout.build_grpo_trainer
-
-    def build_with_interrupt(*args, **kwargs):
-        trainer = build(*args, **kwargs)
-        trainer.add_callback(CtrlCAfterStep2())
-        return trainer
-
     broken = dataclasses.replace(config, output_dir=str(tmp_path / "broken"))
-    monkeypatch.setattr(env_rollout, "build_grpo_trainer", build_with_interrupt)
+    # Ctrl-C right after the checkpoint of step 2 has been written, inside trainer.train(): as --full --tiny does.
     with pytest.raises(SystemExit, match="interrupted; last checkpoint: .*checkpoint-2. Continue with --resume"):
-        training_seeds_by_step(monkeypatch, lambda: run_full(broken))
-    monkeypatch.setattr(env_rollout, "build_grpo_trainer", build)
+        training_seeds_by_step(monkeypatch, lambda: run_full(broken, ctrl_c_after_checkpoint(None, 2)))
     with pytest.raises(SystemExit, match="already holds"):
         run_full(broken)  # a run is never silently overwritten
 
