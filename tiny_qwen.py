@@ -569,6 +569,11 @@ class LearnConfig:
         "KL penalty towards the warm-started model (TRL's beta): holds the format and exploration",
         non_negative=True,
     )
+    max_grad_norm: float = option(
+        1.0,
+        "clip each step's gradient to this global norm (TRL's default; 0.2 was swept: docs/learn.md)",
+        positive=True,
+    )
 
 
 def learn_tokenizer(seed: int = 0):
@@ -713,6 +718,7 @@ def learn_config(config: LearnConfig, output_dir: str):
         warmup_steps=config.warmup_steps,
         mask_truncated_completions=config.mask_truncated_completions,
         beta=config.beta,
+        max_grad_norm=config.max_grad_norm,
         reward_weights=[0.0] * len(LEARN_METRICS),
         per_device_eval_batch_size=config.learn_eval_episodes,
     )

@@ -194,6 +194,7 @@ def test_learn_end_to_end_at_toy_size(tmp_path):
         (["--learn", "--learn-eval-episodes", "50"], "must be a whole number >= 100"),
         (["--learn", "--learn-steps", "0"], "must be a whole number >= 1"),
         (["--learn", "--beta", "-0.1"], "--beta: must be a number >= 0, got '-0.1'"),
+        (["--learn", "--max-grad-norm", "0"], "--max-grad-norm: must be a positive number, got '0'"),
         (["--smoke", "--learn-prompts", "4"], "--learn-prompts belongs to --learn, not --smoke"),
         (["--rehearse", "--plot", "x.png"], "--plot belongs to --smoke and --learn, not --rehearse"),
     ],
@@ -201,6 +202,15 @@ def test_learn_end_to_end_at_toy_size(tmp_path):
 def test_learn_flags_are_checked(argv, message):
     result = run_script(*argv, timeout=60)
     assert result.returncode == 2 and message in result.stderr
+
+
+def test_the_gradient_clip_reaches_trl_and_defaults_to_trls_own(tmp_path):
+    """--max-grad-norm is the one knob of the clip: unset, the run clips exactly as TRL would."""
+    from trl import GRPOConfig
+
+    trl_default = GRPOConfig.__dataclass_fields__["max_grad_norm"].default
+    assert learn_config(LearnConfig(), str(tmp_path)).max_grad_norm == LearnConfig().max_grad_norm == trl_default
+    assert learn_config(LearnConfig(max_grad_norm=0.2), str(tmp_path)).max_grad_norm == 0.2
 
 
 def test_the_evaluation_measures_the_policy_trl_trains(tokenizer, tmp_path):
