@@ -8,7 +8,7 @@
 #   make rehearse-vllm  the same through TRL's vLLM colocate path, on vLLM's CPU build (in .venv-vllm)
 #   make learn   a tiny transformer learns GuessEnv through TRL on a CPU (--learn, minutes)
 #   make bench   print the learning and speed figures
-#   make bench-learn  --learn on seeds 0..7, two at a time, with the bars (about a quarter of an hour)
+#   make bench-learn  --learn on seeds 0..7, two at a time, with the bars (about 20 minutes)
 #                     on torch's CPU build 2.13.0: make bench-learn VENV=.venv-torch2.13 TORCH=torch==2.13.0
 #   make bench-gpu  peak GPU memory of tier t1 (on a CUDA machine)
 #   make bench-cli  how fast the command line refuses what cannot run (a dead server, no CUDA) and --check

@@ -545,7 +545,9 @@ class LearnConfig:
     """--learn: a tiny Qwen3 learns GuessEnv through TRL's GRPOTrainer on a CPU (minutes), evaluated before and after"""
 
     seed: int = option(0, "seed for the tokenizer, the model, the warm start, TRL and the evaluation", at_least=0)
-    learn_steps: int = option(200, "GRPO steps", at_least=1)
+    learn_steps: int = option(
+        300, "GRPO steps: seeds take off anywhere from step 30 to past 120 (docs/learn.md)", at_least=1
+    )
     learn_prompts: int = option(64, "prompts per GRPO step, G rollouts each", at_least=1)
     learn_eval_episodes: int = option(400, "held-out episodes, before and after GRPO", at_least=100)
     mask: bool = option(True, "observation masking: the environment's tokens weigh 0 in the loss (--no-mask: 1)")
