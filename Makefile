@@ -10,6 +10,8 @@
 #   make bench   print the learning and speed figures
 #   make bench-learn  --learn on seeds 0..7, two at a time, with the bars (about 20 minutes)
 #                     on torch's CPU build 2.13.0: make bench-learn VENV=.venv-torch2.13 TORCH=torch==2.13.0
+#   make bench-warm-start  --full --tiny with and without the warm start, seeds 0..2: frac_reward_zero_std, invalid moves
+#   make bench-solver  the warm start's solver against the real game: its solve rate over 300 games
 #   make bench-gpu  peak GPU memory of tier t1 (on a CUDA machine)
 #   make bench-cli  how fast the command line refuses what cannot run (a dead server, no CUDA) and --check
 #   make bench-tokens  Wordle's token budget on Qwen3's tokenizer: the prompt, each turn, the longest episode
@@ -28,7 +30,7 @@ PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
 # A TORCH given on the command line picks torch itself: the constraints then pin everything but torch.
 PINS    = $(if $(CONSTRAINTS),-c $(VENV)/constraints.txt)
 
-.PHONY: smoke test test-latest constraints rehearse rehearse-full rehearse-vllm learn bench bench-learn bench-gpu bench-cli bench-tokens lint clean
+.PHONY: smoke test test-latest constraints rehearse rehearse-full rehearse-vllm learn bench bench-learn bench-warm-start bench-solver bench-gpu bench-cli bench-tokens lint clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -102,6 +104,12 @@ bench: $(VENV)/.smoke
 
 bench-learn: $(VENV)/.test
 	$(PY) bench/learn_bench.py
+
+bench-warm-start: $(VENV)/.test
+	$(PY) bench/warm_start_bench.py
+
+bench-solver: $(VENV)/.test
+	$(PY) bench/solver_bench.py
 
 bench-gpu: $(VENV)/.test
 	$(PY) bench/gpu_memory.py

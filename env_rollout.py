@@ -10,37 +10,20 @@ Three ideas, in the order this file teaches them:
    environment wrote (tool responses). Only the policy's text carries loss weight; the environment's
    text carries weight 0, because the policy did not choose it.
 
-Modes:
-    python env_rollout.py --smoke          the whole loop in miniature on a CPU, in seconds (the default)
-    python env_rollout.py --full           Qwen3 + TRL GRPOTrainer against OpenEnv Wordle on a GPU
-    python env_rollout.py --full --tiny    the same run on a CPU, offline, with a tiny model (before GPU time)
-    python env_rollout.py --rehearse       the --full code path offline on a CPU, with a tiny model, GuessEnv
-    python env_rollout.py --learn          that tiny model learns GuessEnv through TRL, on a CPU, in minutes
-    python env_rollout.py --learn --no-mask   the same, trained on the environment's tokens too (the ablation)
-    python env_rollout.py --check M:CLASS  your own environment class against TRL's contract (env_check.py)
-
-Read it top to bottom: the smoke lab's hyperparameters, then 1. the environment, 2. the policy,
-3. rollout and trace, 4. the GRPO update, 5. the smoke run and its checks, 6. the full path (Wordle,
-TRL), and the command line. The tiny model behind --rehearse and --learn lives beside this file, in
-tiny_qwen.py.
+Read it top to bottom: the smoke lab's settings, 1. the environment, 2. the policy, 3. rollout and
+trace, 4. the GRPO update, 5. the smoke run and its checks (`--smoke`, the default), 6. the full path
+(`--full`: Qwen3 + TRL against OpenEnv Wordle on a GPU; `--full --dry-run` prints its settings), and
+the command line. Beside it: tiny_qwen.py (the CPU modes --rehearse, --learn, --show-mask, --full
+--tiny), env_check.py (--check), labkit/ (the plumbing) and recipes/ (--full's settings, TRL's own).
 """
 
-import argparse
-import atexit
-import copy
 import dataclasses
 import functools
-import inspect
-import json
 import math
 import os
-import queue
 import random
-import socket
 import sys
-import threading
 import time
-import urllib.parse
 import zlib
 from typing import NamedTuple
 
@@ -345,24 +328,8 @@ def episode_log_probs(logits: torch.Tensor, states: dict, episodes: list[Episode
 # they make a larger learning rate safe afterwards (lr 0.35 over 60 updates, against 0.25 over 50):
 # the final policy is more decisive, and an opening that started wrong has time to turn.
 LR_WARMUP_ITERATIONS = 20  # the learning rate rises linearly from lr / 20 to lr over the first 20 updates
-
-
-@torch.no_grad()
-def adam_step(param: torch.Tensor, grad: torch.Tensor, state: dict, lr: float, step: int) -> None:
-    """One Adam step on `param`, in place: the same arithmetic as `torch.optim.Adam` with its defaults
-    (betas 0.9 and 0.999, eps 1e-8, no weight decay); a test checks it step for step.
-
-    Why Adam: it rescales each logit's step by that logit's own gradient history, so rarely visited
-    belief states (deep in the game) learn as fast as the opening move. Why written out: constructing
-    `torch.optim.Adam` imports torch's compiler (torch._dynamo), about 1.2 s, several times this whole
-    training. `state` holds the running averages `m` and `v`; `step` counts from 1.
-    """
-    beta1, beta2, eps = 0.9, 0.999, 1e-8
-    state["m"].lerp_(grad, 1 - beta1)  # running mean of the gradient
-    state["v"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)  # running mean of its square
-    # Both averages start at zero; dividing by (1 - beta**step) removes that bias from the first steps.
-    denominator = (state["v"].sqrt() / (1 - beta2**step) ** 0.5).add_(eps)
-    param.addcdiv_(state["m"], denominator, value=-lr / (1 - beta1**step))
+# Why Adam: it rescales each logit's step by that logit's own gradient history, so rarely visited
+# belief states (deep in the game) learn as fast as the opening move.
 
 
 def train_tabular_grpo(args) -> dict:
@@ -371,11 +338,12 @@ def train_tabular_grpo(args) -> dict:
     rng = random.Random(args.seed)  # drives the prompts (seeds) and the sampled guesses
     states = belief_states(args.n)
     logits = torch.zeros(len(states), args.n, requires_grad=True)  # all zeros = uniform guessing
-    adam_state = {"m": torch.zeros_like(logits), "v": torch.zeros_like(logits)}
+    optimizer = torch.optim.Adam([logits], lr=args.lr)
+    warmup = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / LR_WARMUP_ITERATIONS))
     # One environment per rollout of a group, re-used through reset(): what TRL does with its pool.
     envs = [GuessEnv(args.n, args.max_turns) for _ in range(args.group)]
     curve, traces, lesson_group, zero_advantage = [], [], None, []
-    for iteration in range(args.iterations):
+    for _ in range(args.iterations):
         # Rollouts. Several prompts per step, each with its own group: more signal per update, and each
         # group's advantages are still computed within that group only (the GRPO lesson is unchanged).
         sampler = TabularSampler(logits, states, rng, args.legal_mask)
@@ -391,11 +359,11 @@ def train_tabular_grpo(args) -> dict:
         episodes = [episode for group in groups for episode in group]
         log_probs = episode_log_probs(logits, states, episodes, args.legal_mask)
         loss = -(advantages.flatten() * log_probs).mean()
-        # Optimizer step, after the warm-up's share of the learning rate.
-        logits.grad = None
+        # Optimizer step, at the warm-up's share of the learning rate.
+        optimizer.zero_grad()
         loss.backward()
-        lr = args.lr * min(1.0, (iteration + 1) / LR_WARMUP_ITERATIONS)
-        adam_step(logits, logits.grad, adam_state, lr, step=iteration + 1)
+        optimizer.step()
+        warmup.step()
 
         curve.append(rewards.mean().item())
         traces.extend(episode.trace for episode in episodes)
@@ -450,30 +418,6 @@ def print_lesson(trace: list[TraceEntry], lesson_group) -> None:
         print(
             "  solved rollouts are pushed up, failed ones down; a group that all solved (or all failed) teaches nothing"
         )
-
-
-def plot_curve(
-    path: str,
-    curve: list[float],
-    optimum: float,
-    random_rate: float,
-    title: str = "Tabular GRPO on GuessEnv",
-    xlabel: str = "iteration",
-) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display needed
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(7, 4))
-    axes.plot(range(1, len(curve) + 1), curve, label="training success (batch mean)")
-    axes.axhline(optimum, color="green", linestyle="--", label=f"optimum {optimum:.3f}")
-    axes.axhline(random_rate, color="red", linestyle=":", label=f"random {random_rate:.3f}")
-    axes.set(xlabel=xlabel, ylabel="success rate", ylim=(0, 1.02), title=title)
-    axes.legend(loc="lower right")
-    figure.tight_layout()
-    figure.savefig(path)
-    plt.close(figure)
 
 
 def train_and_evaluate(args) -> tuple[float, float, dict]:
@@ -569,6 +513,8 @@ def run_smoke(args) -> None:
 
     print_lesson(result["traces"][-1], result["lesson_group"])
     if args.plot:
+        from labkit.plots import plot_curve
+
         plot_curve(args.plot, result["curve"], optimum, random_rate)
         print(f"learning curve written to {args.plot}")
     print("smoke ok")
@@ -580,69 +526,17 @@ def run_smoke(args) -> None:
 # The same three ideas at scale. The environment is TextArena's Wordle, played in this process (the
 # default) or behind an OpenEnv server; the policy is a language model; TRL runs the tool-calling loop,
 # builds `tool_mask` (observation masking, token by token) and computes group-relative advantages.
-# Heavy imports happen inside these functions.
+# The settings are TRL's own (GRPOConfig, ModelConfig), read by TRL's parser from recipes/*.yaml, and
+# the few of WordleSettings below. The plumbing (the game's sessions, the TRL glue, the recipe parser)
+# lives beneath this file, in labkit/; heavy imports happen inside these functions.
 
-WORDLE_URL = "local"  # the default: TextArena's Wordle in this process, no server, no session limit
 WORDLE_PROMPT = (
     "You are an expert Wordle solver. Find the secret 5-letter English word in at most 6 tries. "
     "Make each guess by calling the tool `guess` with the word in square brackets, like [crane]. "
     "After each guess you get one mark per letter: G = right letter in the right place, "
     "Y = in the word but in another place, X = not in the word.\n\n"
 )
-INVALID_MOVE_MARK = "You attempted an invalid move"  # TextArena's text for a malformed or unknown guess
-VALID_GUESS_MARK = "You submitted"  # TextArena's text for a valid guess that did not win
-SERVER_ATTEMPTS = 3  # tries to open a session; a refused or dropped connection is retried with backoff
-SERVER_BACKOFF_S = 0.5  # first wait between tries, doubled each time
-PREFLIGHT_STALL_S = 30.0  # the preflight gives up when no session has answered for this long
-# Errors that mean "this code and this client do not fit", not "the network or server is busy":
-# they are raised at once, never retried, and never blamed on the server.
-NOT_TRANSIENT = (TypeError, AttributeError, NameError, ImportError, NotImplementedError)
-SERVER_REMEDIES = (
-    "Remedies: training holds one session per rollout in flight (32 per training process).\n"
-    "  - play the game in this process, with no server at all: --env-url local (the default);\n"
-    "  - a server you run (the Space's Docker image, or uvicorn textarena_env.server.app:app) holds\n"
-    "    MAX_CONCURRENT_ENVS sessions, 8 unless set: start it with MAX_CONCURRENT_ENVS=32 (or more);\n"
-    "  - the hosted Space holds one session: duplicate it (openenv/wordle) and raise MAX_CONCURRENT_ENVS\n"
-    "    in its settings;\n"
-    "  - sessions of a run that crashed are held until its process is gone: stop it (or restart the server)."
-)
-NLTK_REMEDY = (
-    "TextArena's Wordle needs the `textarena` package and NLTK's word lists. On a machine with internet: "
-    "python -m nltk.downloader words averaged_perceptron_tagger_eng; to use them offline, copy that "
-    "nltk_data folder over and set NLTK_DATA=<folder> (and TEXTARENA_DOWNLOAD_NLTK=0)"
-)
-
-
-class WordleServerError(RuntimeError):
-    """The Wordle game could not be started: a server unreachable or full, or the local game broken."""
-
-
-class MissingClientError(ImportError):
-    """The OpenEnv TextArena package (module textarena_env) is not installed."""
-
-
-class ModelLoadError(RuntimeError):
-    """The model named by --model could not be loaded."""
-
-
-def import_textarena_env():
-    try:
-        import textarena_env
-    except ImportError as error:
-        raise MissingClientError(
-            "the Wordle environment needs the OpenEnv TextArena package (module textarena_env); "
-            "README, 'Installing the Wordle game', says how to install it"
-        ) from error
-    return textarena_env
-
-
-def observation_text(observation) -> str:
-    """All text the game has shown so far. Some servers leave `messages` empty at reset and put the
-    opening text in `prompt`; otherwise the messages hold it, cumulatively."""
-    messages = getattr(observation, "messages", None) or []
-    if messages:
-        return "\n".join(message.content for message in messages)
-    return getattr(observation, "prompt", "") or ""
+INVALID_MOVE_MARK, VALID_GUESS_MARK = "You attempted an invalid move", "You submitted"  # TextArena's texts
 
 
 class WordleEnv:
@@ -650,35 +544,33 @@ class WordleEnv:
 
     `env_url` is "local" (the default: the game runs in this process) or an OpenEnv server (a local
     Docker container or uvicorn, a duplicate of the hosted Space). One game per instance: TRL pools
-    instances and calls `reset()` again for each episode, which re-uses the session.
+    instances and calls `reset()` again for each episode, which re-uses the session
+    (labkit/wordle_sessions.py holds the sessions, their retries and the in-process seeding).
 
     Rewards: exactly 1.0 for a win; TextArena's partial credit for a game lost at the 6-guess limit;
     0.0 for a game lost on invalid moves (TextArena ends a game at the second invalid move in a row,
     and would pay partial credit for it).
     """
 
-    def __init__(self, env_url: str = WORDLE_URL):
-        self._env_url = env_url
-        self._client = None  # opened on first reset(), replaced (and closed) after a failed reset
+    def __init__(self, env_url: str = "local"):
+        from labkit.wordle_sessions import GameSession
+
+        self._session = GameSession(env_url)
         self._seen_text = ""  # what the game has shown so far: feedback is what comes after it
-        self._started = False
-        self._done = False
-        self._solved = False
+        self._started = self._done = self._solved = False
         self._reward = 0.0
-        self._moves = 0
-        self._invalid_moves = 0
+        self._moves = self._invalid_moves = 0
 
     def reset(self, seed: int | None = None, **kwargs) -> str:
         """Start a new game; return the game's opening text. The dataset's `seed` column picks the
         secret word, so the G rollouts of one prompt play the same word (in-process; an OpenEnv
         server is sent the seed, and today's ignores it). Other columns are ignored."""
         self._started = False  # until the game has answered
-        result = self._reset_with_retries(seed)
-        observation = getattr(result, "observation", result)
+        text = self._session.reset(seed)
         self._seen_text = ""
         self._started, self._done, self._solved, self._reward = True, False, False, 0.0
         self._moves = self._invalid_moves = 0
-        return self._new_text(observation)
+        return self._new_text(text)
 
     def guess(self, guess: str) -> str:
         """Guess the secret word.
@@ -692,6 +584,8 @@ class WordleEnv:
             left. An invalid guess (not a word, wrong length, repeated): the reason, with no guess
             spent; a second invalid guess in a row ends the game. A game that ends says so.
         """
+        from labkit.wordle_sessions import SessionLost
+
         if not self._started:
             raise RuntimeError("no game is running: call reset() before guess()")
         if self._done:
@@ -699,22 +593,12 @@ class WordleEnv:
         if not isinstance(guess, str) or not guess.strip("[] \n"):
             raise ValueError(f"guess must be a word in square brackets, like [crane], got {guess!r}")
         word = "[" + guess.strip().strip("[]").strip() + "]"  # brackets are what TextArena parses
-        action = import_textarena_env().TextArenaAction(message=word)
         try:
-            # Not retried: a step that reached the server before the connection dropped would be
-            # played twice, and a new session would lose the game. This episode ends instead.
-            result = self._client.step(action)
-        except NOT_TRANSIENT:
-            raise
-        except Exception as error:
-            self._done, self._reward = True, 0.0
-            self._close_client()  # the next reset() opens a fresh session
-            print(f"WordleEnv: a guess failed at {self._env_url} ({type(error).__name__}: {error})", file=sys.stderr)
+            text, game_reward, self._done = self._session.step(word)
+        except SessionLost:
+            self._done, self._reward = True, 0.0  # this episode ends; the next reset() opens a new session
             raise ValueError("the game server stopped answering: this game is over") from None
-        observation = getattr(result, "observation", result)
-        feedback = self._new_text(observation)
-        game_reward = float(getattr(result, "reward", None) or 0.0)
-        self._done = bool(getattr(result, "done", False))
+        feedback = self._new_text(text)
         self._moves += 1
         # What ended the game is read from the text: a win and a second invalid move both add only
         # an echo of the guess, but a win pays exactly 1.0; a valid guess says "You submitted".
@@ -753,126 +637,28 @@ class WordleEnv:
     def invalid_moves(self) -> int:
         return self._invalid_moves
 
-    def _new_text(self, observation) -> str:
-        text = observation_text(observation)
+    def _new_text(self, text: str) -> str:
         new = text[len(self._seen_text) :] if text.startswith(self._seen_text) else text
         self._seen_text = text
         return new.strip()
 
-    def _open_client(self):
-        parked = PARKED_CLIENTS.get(self._env_url)
-        if parked:
-            return parked.pop()  # opened (and reset) by the preflight
-        textarena_env = import_textarena_env()
-        if self._env_url == "local":
-            return new_local_game()  # returns observations, not step results
-        client = textarena_env.TextArenaEnv(base_url=self._env_url)
-        # Current OpenEnv clients are async-first; .sync() gives the blocking client TRL's loop needs.
-        return client.sync() if hasattr(client, "sync") else client
-
-    def _reset_with_retries(self, seed: int | None):
-        error = None
-        for attempt in range(SERVER_ATTEMPTS):
-            if attempt:
-                time.sleep(SERVER_BACKOFF_S * 2 ** (attempt - 1))
-            try:
-                if self._client is None:
-                    self._client = self._open_client()
-                if self._env_url == "local":
-                    result = seeded_local_reset(self._client, seed)
-                else:
-                    result = self._client.reset(**({} if seed is None else {"seed": seed}))
-            except NOT_TRANSIENT:
-                raise
-            except Exception as exc:  # a dropped connection and a server at capacity look alike here
-                error = exc
-                self._close_client()  # one client per instance: the failed one is closed, not leaked
-                if self._env_url == "local":
-                    break  # a broken install does not mend itself
-                continue
-            if inspect.isawaitable(result):
-                result.close()
-                raise TypeError("this textarena_env client is async-only and has no .sync(): upgrade openenv-core")
-            return result
-        if self._env_url == "local":
-            raise WordleServerError(
-                f"the in-process Wordle game failed ({type(error).__name__}: {error}).\n{NLTK_REMEDY}"
-            ) from error
-        raise WordleServerError(
-            f"Wordle server {self._env_url}: reset failed {SERVER_ATTEMPTS} times ({type(error).__name__}: {error})\n"
-            + SERVER_REMEDIES
-        ) from error
-
-    def _close_client(self) -> None:
-        client, self._client = self._client, None
-        close = getattr(client, "close", None)
-        if close is not None:
-            try:
-                close()
-            except Exception:
-                pass  # the session is gone either way
-
     def __del__(self):
-        self._close_client()
+        if getattr(self, "_session", None):
+            self._session.close()
 
 
-# Plumbing of the in-process game and of the sessions: seeds, copies, sessions kept for training.
-
-SEEDING_LOCK = threading.Lock()
-
-
-def seeded_local_reset(game, seed: int | None):
-    """Reset an in-process TextArena game so that `seed` picks the secret word.
-
-    TextArena draws the secret from Python's global `random`, and OpenEnv's reset() accepts a seed
-    and drops it. So the draw is seeded here, and the process's own random state is put back after:
-    same seed, same word, whatever else the process does with `random`."""
-    if seed is None:
-        return game.reset()
-    with SEEDING_LOCK:
-        saved = random.getstate()
-        random.seed(seed)
-        try:
-            return game.reset()
-        finally:
-            random.setstate(saved)
-
-
-FIRST_LOCAL_GAME = {}  # the first in-process game built, by game class: the one the others copy
-LOCAL_GAME_LOCK = threading.Lock()
-
-
-def first_local_game():
-    """The in-process Wordle game built once per process (TextArena's class, or a test's double)."""
-    from textarena_env.server.environment import TextArenaEnvironment
-
-    with LOCAL_GAME_LOCK:
-        if TextArenaEnvironment not in FIRST_LOCAL_GAME:
-            # Offline, NLTK's download attempt only prints an error; TEXTARENA_DOWNLOAD_NLTK=0 skips it.
-            download = os.environ.get("TEXTARENA_DOWNLOAD_NLTK", "1").lower() in ("1", "true")
-            FIRST_LOCAL_GAME[TextArenaEnvironment] = TextArenaEnvironment("Wordle-v0", download_nltk=download)
-        return FIRST_LOCAL_GAME[TextArenaEnvironment]
-
-
-def new_local_game():
-    """A new in-process Wordle game. Building one costs TextArena about 1.5 s (it tags every word of
-    its word list); a copy of one already built takes about 0.13 s and plays exactly the same, so
-    every game is a copy of the first: 32 games in about 6 s instead of 48."""
-    return copy.deepcopy(first_local_game())
-
-
-# Sessions the preflight opened, kept for training to take over, so that no session is paid for twice
-# (each new one costs a server about 1.1 s of CPU). Keyed by env URL.
-PARKED_CLIENTS: dict[str, list] = {}
-
-
-# Extra reward functions with weight 0: they change nothing in training, but TRL logs each one every
-# step as rewards/<name>/mean. Wordle's reward mixes wins with partial credit, so the solve rate and
-# the invalid-move rate are the figures to watch.
-# Both work for any environment (GuessEnv makes no invalid moves), so every run logs them.
+# Extra reward functions with weight 0 (the recipe's reward_weights): they change nothing in
+# training, but TRL logs each one every step as rewards/<name>/mean. Wordle's reward mixes wins with
+# partial credit, so the solve rate and the invalid-move rate are the figures to watch. Both work for
+# any environment (GuessEnv makes no invalid moves), so every run logs them.
 def solve_rate(environments, **kwargs) -> list[float]:
     """1 for a rollout whose game was won (reward exactly 1.0: partial credit is no win), else 0."""
     return [1.0 if environment.get_reward() == 1.0 else 0.0 for environment in environments]
+
+
+def invalid_move_rate(environments, **kwargs) -> list[float]:
+    """The fraction of a rollout's guesses that were invalid moves."""
+    return [getattr(env, "invalid_moves", 0) / max(1, getattr(env, "moves", 0)) for env in environments]
 
 
 def solve_guesses(environments, **kwargs) -> list[float]:
@@ -886,377 +672,12 @@ def solve_guesses(environments, **kwargs) -> list[float]:
     ]
 
 
-def invalid_move_rate(environments, **kwargs) -> list[float]:
-    """The fraction of a rollout's guesses that were invalid moves."""
-    rates = []
-    for environment in environments:
-        moves = getattr(environment, "moves", 0)
-        rates.append(getattr(environment, "invalid_moves", 0) / moves if moves else 0.0)
-    return rates
-
-
 LOGGED_METRICS = (solve_rate, invalid_move_rate, solve_guesses)
 
-
-def check_server_reachable(env_url: str, timeout_s: float = 5.0) -> None:
-    """A plain TCP connection to the server's port: fails in seconds, before anything is installed
-    or loaded, with the URL and the remedies in the message."""
-    if env_url == "local":
-        return
-    parsed = urllib.parse.urlparse(env_url)
-    if parsed.scheme not in ("http", "https", "ws", "wss") or not parsed.hostname:
-        raise WordleServerError(f"--env-url must be an http(s) URL or 'local', got {env_url!r}")
-    port = parsed.port or (443 if parsed.scheme in ("https", "wss") else 80)
-    try:
-        socket.create_connection((parsed.hostname, port), timeout=timeout_s).close()
-    except OSError as error:
-        raise WordleServerError(f"cannot reach the Wordle server at {env_url}: {error}\n{SERVER_REMEDIES}") from None
-
-
-def preflight(env_url: str, sessions: int, stall_s: float | None = None) -> tuple[int, float]:
-    """Before any model is loaded, open and reset the sessions training will hold at once, all
-    together, as training will; keep them for training. In-process, one game shows that TextArena
-    and its word lists work (training copies it for the rest). Returns (sessions opened, seconds); raises
-    WordleServerError, saying how many sessions the server held, if any session fails.
-
-    It waits as long as sessions keep opening (a server spends about a second of CPU on each) and
-    gives up after `stall_s` seconds without progress. It never closes a client whose reset is still
-    pending (that would block its thread for good); those threads are daemons, so the process exits."""
-    stall_s = PREFLIGHT_STALL_S if stall_s is None else stall_s
-    check_server_reachable(env_url)
-    import_textarena_env()  # a clear install message before any thread starts
-    started = time.perf_counter()
-    environments = [WordleEnv(env_url) for _ in range(1 if env_url == "local" else sessions)]
-    answers = queue.Queue()
-
-    def open_session(environment):
-        try:
-            environment.reset()
-            answers.put(None)
-        except BaseException as error:  # noqa: BLE001  (reported below, with the others)
-            answers.put(error)
-
-    for environment in environments:
-        threading.Thread(target=open_session, args=(environment,), daemon=True).start()
-    failures, pending = [], len(environments)
-    while pending:
-        try:
-            answer = answers.get(timeout=stall_s)
-        except queue.Empty:
-            break  # no session answered for stall_s: the rest are counted as failed
-        pending -= 1
-        if answer is not None:
-            failures.append(answer)
-    if failures or pending:
-        held = len(environments) - len(failures) - pending
-        for environment in environments:
-            if environment._started:  # answered: safe to close; a pending one is left to its daemon thread
-                environment._close_client()
-        for failure in failures:
-            if isinstance(failure, NOT_TRANSIENT) or env_url == "local":
-                raise failure  # the code or the install, not the server's capacity
-        if env_url == "local":
-            raise WordleServerError(f"the in-process Wordle game did not start within {stall_s:.0f} s")
-        # A refusal for capacity names itself; depending on timing it may also arrive as a bare
-        # "ConnectionClosedOK" that has lost the reason. Quote the telling one, on one line.
-        telling = [f for f in failures if "capacity" in str(f).lower()] or failures
-        first = str(telling[0]).splitlines()[0] if telling else f"no answer for {stall_s:.0f} s"
-        raise WordleServerError(
-            f"preflight: the Wordle server at {env_url} held {held} of the {sessions} sessions training needs "
-            f"at once ({len(failures)} refused, {pending} unanswered). First error: {first}\n"
-            "A server you run holds MAX_CONCURRENT_ENVS sessions (8 unless set): raise it to at least "
-            f"{sessions} per training process.\n{SERVER_REMEDIES}"
-        )
-    PARKED_CLIENTS.setdefault(env_url, []).extend(environment._client for environment in environments)
-    for environment in environments:
-        environment._client = None  # the client now belongs to the parking lot, not to this instance
-    return len(environments), time.perf_counter() - started
-
-
-@atexit.register
-def close_parked_clients() -> None:
-    """Sessions the preflight opened that training never took over (a failed model load, say)."""
-    for clients in PARKED_CLIENTS.values():
-        while clients:
-            close = getattr(clients.pop(), "close", None)
-            if close is not None:
-                try:
-                    close()
-                except Exception:
-                    pass
-
-
-# Hardware tiers. T1: one 24 GB GPU. Full fine-tuning in fp32 with AdamW needs about 16 bytes per
-# parameter (1.72e9 x 16 = 27.5 GB) before vLLM takes its share, so T1 trains LoRA adapters on a
-# bf16 model; vLLM gets 45 % of the card so that its KV cache holds a whole generation batch (README,
-# "The 24 GB plan", has the arithmetic). T2: an 80 GB GPU, Qwen3-4B, LoRA as well.
-TIERS = {
-    "t1": {"model": "Qwen/Qwen3-1.7B", "lora_rank": 32, "learning_rate": 1e-5, "vllm_gpu_memory_utilization": 0.45},
-    "t2": {"model": "Qwen/Qwen3-4B", "lora_rank": 64, "learning_rate": 1e-5, "vllm_gpu_memory_utilization": 0.3},
-}
-
-
-@dataclasses.dataclass
-class FullConfig:
-    """--full: Qwen3 + TRL's GRPOTrainer against OpenEnv Wordle (GPU; unset values come from --tier)"""
-
-    tier: str = option("t1", "t1: Qwen3-1.7B + LoRA on one 24 GB GPU; t2: Qwen3-4B + LoRA on 80 GB", choices=TIERS)
-    model: str | None = option(None, "model id or local folder (tier default)")
-    env_url: str = option(WORDLE_URL, "'local' plays Wordle in this process; or an OpenEnv Wordle server's URL")
-    episodes: int = option(1000, "prompts in the dataset, each with its own secret word", at_least=1)
-    output_dir: str | None = option(None, "checkpoints and the final model (default wordle-grpo-<model>)")
-    seed: int = option(0, "seed for TRL and for the dataset's secret words", at_least=0)
-    num_generations: int = option(4, "G: rollouts per prompt, one group", at_least=2)
-    per_device_train_batch_size: int = option(1, "rollouts per forward and backward pass", at_least=1)
-    gradient_accumulation_steps: int = option(
-        32, "passes per optimizer step: 1 x 32 = 32 rollouts, 8 prompts", at_least=1
-    )
-    learning_rate: float | None = option(None, "learning rate (tier default)", positive=True)
-    lora_rank: int | None = option(None, "LoRA rank; 0 = full fine-tuning in float32 (tier default)", at_least=0)
-    max_completion_length: int = option(
-        1024,
-        "tokens in a whole episode, every turn and tool response (longest found: 689, make bench-tokens)",
-        at_least=1,
-    )
-    max_tool_calling_iterations: int = option(8, "tool calls per episode (Wordle allows 6 guesses)", at_least=1)
-    max_steps: int = option(-1, "optimizer steps; -1 = one pass over the episodes", steps_or_all=True)
-    save_steps: int = option(10, "checkpoint every this many steps: a crash loses at most these", at_least=1)
-    vllm_mode: str | None = option(
-        None,
-        "colocate (the default): vLLM shares the GPU; server: `trl vllm-serve`; none: transformers (slow). "
-        "With --tiny: none (the default) or colocate (vLLM's CPU build: make rehearse-vllm)",
-        choices=("colocate", "server", "none"),
-    )
-    vllm_server_url: str | None = option(None, "with --vllm-mode server: where `trl vllm-serve` listens")
-    vllm_gpu_memory_utilization: float | None = option(
-        None, "colocate: vLLM's share of the GPU (tier default)", fraction=True
-    )
-    # Qwen3's own context is 40960 tokens: a KV cache for it would not fit vLLM's share of 24 GB.
-    vllm_max_model_length: int = option(
-        2048, "vLLM's context: the prompt (461 Qwen3 tokens: make bench-tokens) and the episode", at_least=1
-    )
-    report_to: str = option("none", "where TRL sends its metrics", choices=("none", "trackio", "wandb", "tensorboard"))
-    resume: bool = option(False, "continue from the newest checkpoint in --output-dir")
-    eval_games: int = option(64, "held-out games played before and after training (0: none)", at_least=0)
-    tiny: bool = option(False, "on a CPU, offline: this path with a tiny Qwen3 and the real game (tiny_qwen.py)")
-
-    @property
-    def rollouts_per_step(self) -> int:
-        return self.per_device_train_batch_size * self.gradient_accumulation_steps
-
-    def __post_init__(self):
-        """Values that are wrong together (each flag alone was checked when it was read)."""
-        if self.vllm_mode is None:  # vLLM on a GPU; a tiny run on a CPU generates with transformers unless asked
-            self.vllm_mode = "none" if self.tiny else "colocate"
-        if self.tiny:
-            if self.vllm_mode == "server":
-                raise ValueError("--tiny generates with --vllm-mode none (the default) or colocate, not server")
-            kept = ("tiny", "seed", "env_url", "output_dir", "vllm_mode")  # --tiny sets the rest to its own scale
-            changed = [
-                flag_of(f.name)
-                for f in dataclasses.fields(self)
-                if f.name not in kept and getattr(self, f.name) != f.default
-            ]
-            if changed:
-                raise ValueError(
-                    f"--tiny runs at its own scale and takes only --seed, --env-url, --output-dir and --vllm-mode, "
-                    f"not {', '.join(changed)}"
-                )
-            return
-        if self.rollouts_per_step % self.num_generations:
-            raise ValueError(
-                f"--num-generations {self.num_generations} must divide the {self.rollouts_per_step} rollouts of a step"
-            )
-        if self.episodes < self.rollouts_per_step // self.num_generations:
-            raise ValueError(
-                f"--episodes must be at least {self.rollouts_per_step // self.num_generations}, the prompts of one step"
-            )
-        if self.vllm_mode == "server" and not self.vllm_server_url:
-            raise ValueError("--vllm-mode server needs --vllm-server-url (the address `trl vllm-serve` listens on)")
-
-
-def resolve_tier(config: FullConfig) -> FullConfig:
-    """The flags the user left unset, filled from the chosen tier."""
-    filled = {name: value for name, value in TIERS[config.tier].items() if getattr(config, name) is None}
-    config = dataclasses.replace(config, **filled)
-    if config.output_dir is None:
-        config = dataclasses.replace(
-            config, output_dir="wordle-grpo-" + config.model.rstrip("/").split("/")[-1].lower()
-        )
-    return config
-
-
-def grpo_config(config: FullConfig, **overrides):
-    """TRL's GRPOConfig for a FullConfig; `overrides` are for runs on a CPU (the rehearsal, --learn,
-    the memory benchmark's own check), which change where it runs and what is saved, not the shape."""
-    from trl import GRPOConfig
-
-    on_gpu = torch.cuda.is_available()  # without one (--vllm-mode none, for debugging): float32, slow
-    # LoRA trains float32 adapters on a frozen bf16 base. Full fine-tuning (rank 0) keeps float32
-    # weights: in bf16, updates at these learning rates round away (README, "The 24 GB plan").
-    dtype = "bfloat16" if on_gpu and config.lora_rank else "float32"
-    settings = dict(
-        output_dir=config.output_dir,
-        seed=config.seed,
-        learning_rate=config.learning_rate,
-        num_generations=config.num_generations,
-        per_device_train_batch_size=config.per_device_train_batch_size,
-        gradient_accumulation_steps=config.gradient_accumulation_steps,
-        max_completion_length=config.max_completion_length,
-        max_tool_calling_iterations=config.max_tool_calling_iterations,
-        chat_template_kwargs={"enable_thinking": False},
-        max_steps=config.max_steps,
-        num_train_epochs=1,  # with max_steps=-1: one pass over the episodes
-        logging_steps=1,
-        log_completions=True,
-        save_strategy="steps",  # a crash or Ctrl-C loses at most the steps since the last save
-        save_steps=config.save_steps,
-        save_total_limit=2,
-        report_to=config.report_to,
-        use_vllm=config.vllm_mode != "none",
-        vllm_mode=config.vllm_mode if config.vllm_mode != "none" else "colocate",
-        vllm_server_base_url=config.vllm_server_url,
-        vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
-        vllm_max_model_length=config.vllm_max_model_length,
-        bf16=on_gpu,  # mixed precision on a GPU
-        use_cpu=not on_gpu,  # also makes several processes (torchrun) one distributed CPU run
-        model_init_kwargs={"dtype": dtype},  # TRL would otherwise load float32 in every case
-        gradient_checkpointing=True,
-        reward_weights=[0.0] * len(LOGGED_METRICS),  # logged, never trained on
-        # The held-out evaluation: each game played once, one game per pass as in training (its loss
-        # pass over a whole batch of 32 long games at once would not fit a 24 GB card).
-        num_generations_eval=1,
-        per_device_eval_batch_size=config.per_device_train_batch_size,
-    )
-    settings.update(overrides)
-    return GRPOConfig(**settings)
-
-
-def build_grpo_trainer(
-    config,
-    model,
-    train_dataset,
-    environment_factory,
-    *,
-    eval_dataset=None,
-    processing_class=None,
-    lora_rank=0,
-    trainer_class=None,
-    metrics=LOGGED_METRICS,
-):
-    """GRPOTrainer with an environment: the one builder that --full, --rehearse, --learn and the
-    memory benchmark share. The environment's get_reward() is the training reward (weight 1);
-    `metrics` are reward functions the config weighs 0: logged, never trained on."""
-    from trl import GRPOTrainer
-
-    peft_config = None
-    if lora_rank:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(
-            r=lora_rank, lora_alpha=2 * lora_rank, target_modules="all-linear", task_type="CAUSAL_LM"
-        )
-    return (trainer_class or GRPOTrainer)(
-        model=model,
-        args=config,
-        train_dataset=train_dataset,
-        reward_funcs=list(metrics),
-        eval_dataset=eval_dataset,
-        environment_factory=environment_factory,
-        processing_class=processing_class,
-        peft_config=peft_config,
-    )
-
-
-# What no library promises: TRL must be able to read the model's tool calls. TRL hands the generated
-# ids to transformers' response parser, whose rules move between releases (5.25 began to parse token
-# ids, where a control token such as <tool_call> counts only when generated as its own id). A release
-# that broke it would leave every call unread: the run would train on nothing and say nothing. So
-# each run parses one well-formed call through TRL before its first rollout, and stops if it fails.
-TESTED_VERSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests", "constraints.txt")
-
-
-def library_versions() -> str:
-    """The installed trl and transformers, and the ones the test suite last passed with."""
-    import transformers
-    import trl
-
-    tested = {}
-    if os.path.exists(TESTED_VERSIONS):
-        with open(TESTED_VERSIONS, encoding="utf-8") as file:
-            tested = dict(line.strip().split("==", 1) for line in file if "==" in line and not line.startswith("#"))
-    return (
-        f"installed: trl {trl.__version__}, transformers {transformers.__version__}; the suite last passed with "
-        f"trl {tested.get('trl', '?')}, transformers {tested.get('transformers', '?')} (tests/constraints.txt)"
-    )
-
-
-def qwen3_tool_call(name: str, arguments: dict) -> str:
-    """A tool call as Qwen3 writes it, closed by its end-of-turn token."""
-    return f'<tool_call>\n{{"name": "{name}", "arguments": {json.dumps(arguments)}}}\n</tool_call><|im_end|>'
-
-
-@functools.lru_cache(maxsize=4)
-def training_chat_template(tokenizer) -> str:
-    """The template TRL renders with: for Qwen3, a prefix-preserving variant of the chat template,
-    so that earlier turns render the same whether or not a later message follows."""
-    from trl.chat_template_utils import get_training_chat_template
-
-    return get_training_chat_template(tokenizer) or tokenizer.chat_template
-
-
-def render_prompt_ids(tokenizer, prompt_text: str, tool=None) -> list[int]:
-    """The prompt tokens exactly as TRL renders them: the tool's schema (GuessEnv's guess unless
-    another is given), the user turn, and the generation prompt (with the empty think block of
-    enable_thinking=False)."""
-    return tokenizer.apply_chat_template(
-        [{"role": "user", "content": prompt_text}],
-        chat_template=training_chat_template(tokenizer),
-        tools=[tool or GuessEnv().guess],
-        add_generation_prompt=True,
-        tokenize=True,
-        return_dict=False,
-        enable_thinking=False,
-    )
-
-
-def check_trl_reads_tool_calls(trainer, prompt_text: str, tool, arguments: dict) -> None:
-    """Parse one well-formed call of `tool` after the prompt, as TRL parses every generated turn;
-    stop, naming the versions, if TRL does not read back exactly that call."""
-    from trl.chat_template_utils import parse_response
-
-    tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
-    call = qwen3_tool_call(tool.__name__, arguments)
-    prompt_ids = render_prompt_ids(tokenizer, prompt_text, tool)
-    ids = tokenizer.encode(call, add_special_tokens=False)
-    message = parse_response(tokenizer, ids, prefix=prompt_ids, tools=[tool])  # as TRL parses a generated turn
-    calls = [tool_call.get("function") for tool_call in message.get("tool_calls") or []]
-    check(
-        calls == [{"name": tool.__name__, "arguments": arguments}],
-        f"TRL cannot read the model's tool calls: from {call!r} it parsed {message!r}, not the call "
-        f"{tool.__name__}({arguments}). Every episode would end unread and train on nothing. {library_versions()}",
-    )
-
-
+# The seeded dataset. In-process, a prompt's `seed` picks its secret word, so the evaluation can keep
+# words of its own that training never sees; a server ignores seeds today, and then training and
+# evaluation draw from all words alike.
 HELD_OUT_WORDS = 4  # in-process, one secret word in 4 is kept for the evaluation, never trained on
-
-
-def textarena_wordle():
-    """TextArena's own Wordle game inside the local one, to read (no copy needed)."""
-    game = first_local_game()._ta_env
-    while hasattr(game, "env"):  # TextArena wraps its game in observation wrappers
-        game = game.env
-    return game
-
-
-def wordle_words() -> list[str]:
-    """The secret words TextArena's Wordle draws from (156 with NLTK's lists), from the local game."""
-    return list(textarena_wordle().word_list)
-
-
-def secret_word(seed: int, words: list[str]) -> str:
-    """The word an in-process game plays after reset(seed=seed): the draw seeded_local_reset makes."""
-    return random.Random(seed).choice(words)
 
 
 def held_out(word: str) -> bool:
@@ -1268,6 +689,8 @@ def wordle_dataset(episodes: int, seed: int, words: list[str] | None = None):
     WordleEnv.reset(**row), so the G rollouts of a prompt play one secret word and different prompts
     play (mostly) different ones. Seeds are drawn below EVAL_FIRST_SEED, and, given the word list
     (in-process), only seeds whose word is not held out for the evaluation."""
+    from labkit.wordle_sessions import secret_word
+
     rng, seeds = random.Random(seed), []
     while len(seeds) < episodes:
         candidate = rng.randrange(EVAL_FIRST_SEED)
@@ -1280,6 +703,8 @@ def wordle_eval_dataset(games: int, words: list[str] | None = None):
     """The held-out games: the training prompt with seeds from EVAL_FIRST_SEED on, which training
     never draws, and, given the word list (in-process), only those whose word is held out: the
     evaluation plays words training never saw. The same games before and after training."""
+    from labkit.wordle_sessions import secret_word
+
     seeds, candidate = [], EVAL_FIRST_SEED
     while len(seeds) < games:
         if words is None or held_out(secret_word(candidate, words)):
@@ -1301,314 +726,175 @@ def evaluate_games(trainer) -> dict:
     and tool loop as training; one sampled game per seed) and read the figures it logged."""
     trainer.evaluate()
     logged = trainer.state.log_history[-1]
-    solve = logged["eval_rewards/solve_rate/mean"]
     return {
-        "solve_rate": solve,
+        "solve_rate": logged["eval_rewards/solve_rate/mean"],
         "invalid_move_rate": logged["eval_rewards/invalid_move_rate/mean"],
-        "guesses_per_solve": logged["eval_rewards/solve_guesses/mean"] / solve if solve else float("nan"),
     }
 
 
-def run_full(config: FullConfig, trainer_class=None) -> dict:
-    """Train, and return what a caller may check: the evaluation before and after, the checkpoint
-    resumed from, and the trainer. `trainer_class`: a GRPOTrainer subclass for the CPU rehearsal
+@dataclasses.dataclass
+class WordleSettings:
+    """--full's own settings. Every training setting is a field of TRL's GRPOConfig or ModelConfig:
+    the recipes (recipes/*.yaml) set them and these, and any of them is a flag (--beta 0.02)."""
+
+    tier: str = option("t1", "t1: Qwen3-1.7B + LoRA, one 24 GB GPU; t2: Qwen3-4B, 80 GB", choices=["t1", "t2"])
+    env_url: str = option("local", "'local' plays Wordle in this process; or an OpenEnv Wordle server's URL")
+    episodes: int = option(None, "prompts in the dataset, each with its own secret word")
+    eval_games: int = option(None, "held-out games played before and after each stage (0: none)")
+    warm_start_games: int = option(None, "solver games the warm start learns from (0: no warm start, pure RL)")
+    warm_start_steps: int = option(None, "supervised steps of the warm start")
+    warm_start_batch: int = option(None, "solver games per warm-start step")
+    warm_start_learning_rate: float = option(None, "the warm start's learning rate (LoRA)")
+    resume: bool = option(False, "continue from the newest checkpoint in --output_dir")
+    tiny: bool = option(False, "on a CPU, offline: this path with a tiny Qwen3 and the real game (recipes/tiny.yaml)")
+    dry_run: bool = option(False, "print the resolved settings, one `name = value` a line, and exit")
+
+    def __post_init__(self):
+        if (self.episodes or 1) < 1 or (self.eval_games or 0) < 0:
+            raise ValueError(f"--episodes must be >= 1 and --eval-games >= 0: {self.episodes}, {self.eval_games}")
+
+
+def run_full(settings: WordleSettings, args, model_args, trainer_class=None) -> dict:
+    """Warm-start, then train with GRPO; return what a caller may check: the three evaluations, the
+    checkpoint resumed from, the warm start's figures and the trainer. `args` is TRL's GRPOConfig,
+    `model_args` its ModelConfig. `trainer_class`: a GRPOTrainer subclass for the CPU rehearsal
     (`--full --tiny --vllm-mode colocate` passes one that syncs weights into vLLM's CPU build)."""
-    if config.tiny:
-        import tiny_qwen
+    from labkit import recipes, trl_glue, warm_start
+    from labkit import wordle_sessions as sessions
 
-        return tiny_qwen.run_full_tiny(config)
-    config = resolve_tier(config)
-    vllm_on_cpu = getattr(trainer_class, "vllm_on_cpu", False)
-    if config.vllm_mode == "colocate" and not torch.cuda.is_available() and not vllm_on_cpu:
-        raise SystemExit(
-            "--full: vLLM colocated (the default) needs a CUDA GPU, and this machine has none. To debug the path "
-            "on a CPU, slowly, pass --vllm-mode none; to rehearse it end to end with a tiny model, --tiny."
-        )
-    if config.lora_rank == 0 and config.tier == "t1":
-        raise SystemExit(
-            "--lora-rank 0 (full fine-tuning) does not fit tier t1: float32 weights, gradients and Adam "
-            "moments of Qwen3-1.7B take about 27.5 GB, more than the 24 GB card (and bf16 weights would "
-            "round the updates away). Train LoRA adapters (--lora-rank 32), or use a larger GPU (--tier t2)."
-        )
-    from transformers.trainer_utils import get_last_checkpoint  # after the checks above: they answer at once
+    # Refuse in seconds what cannot run here, before TRL, the game or a model is loaded.
+    checkpoint = recipes.refuse_what_cannot_run(settings, args, model_args, trainer_class)
+    from transformers.trainer_utils import get_last_checkpoint
+    from trl import get_peft_config  # after the refusals: they answer at once
 
-    checkpoint = get_last_checkpoint(config.output_dir) if os.path.isdir(config.output_dir) else None
-    if config.resume and checkpoint is None:
-        raise SystemExit(f"--resume: no checkpoint in {config.output_dir}; run without --resume to start")
-    if checkpoint and not config.resume:
-        raise SystemExit(
-            f"{config.output_dir} already holds {checkpoint}: pass --resume to continue it, or another --output-dir"
-        )
+    # Improvement 1 over TRL's recipe: fail in seconds, before a model is loaded, if the game cannot be
+    # played: first a bare connection, then every session this process will hold at once.
+    sessions.check_server_reachable(settings.env_url)
+    in_flight = args.per_device_train_batch_size * args.steps_per_generation
+    opened, seconds = sessions.preflight(settings.env_url, in_flight)
+    print(f"preflight: {opened} Wordle sessions opened and reset at {settings.env_url} in {seconds:.1f} s")
 
-    # Fail in seconds, before a model is loaded, if the game cannot be played: first a bare connection
-    # (before TRL is even imported), then every session this process will hold at once.
-    check_server_reachable(config.env_url)
-    trl_config = grpo_config(config)
-    sessions = trl_config.per_device_train_batch_size * trl_config.steps_per_generation  # rollouts in flight here
-    opened, seconds = preflight(config.env_url, sessions)
-    print(f"preflight: {opened} Wordle sessions opened and reset at {config.env_url} in {seconds:.1f} s")
-
-    # In-process, the seed picks the word, so the evaluation can keep words of its own; a server
-    # ignores seeds today, and then training and evaluation draw from all words alike.
-    words = wordle_words() if config.env_url == "local" else None
+    # Improvement 2: seeded prompts, and held-out words for an evaluation before and after each stage.
+    words = sessions.wordle_words() if settings.env_url == "local" else None
+    train_dataset = wordle_dataset(settings.episodes, args.seed, words)
+    eval_dataset = wordle_eval_dataset(settings.eval_games, words) if settings.eval_games else None
+    # TRL loads the model from its name, in this dtype (float32 without a GPU: a CPU run debugs, slowly).
+    args.model_init_kwargs = {"dtype": model_args.dtype if torch.cuda.is_available() else "float32"}
     try:
-        trainer = build_grpo_trainer(
-            trl_config,
-            config.model,
-            wordle_dataset(config.episodes, config.seed, words),
-            functools.partial(WordleEnv, config.env_url),
-            eval_dataset=wordle_eval_dataset(config.eval_games, words) if config.eval_games else None,
-            lora_rank=config.lora_rank,
+        trainer = trl_glue.build_grpo_trainer(
+            args,
+            model_args.model_name_or_path,
+            train_dataset,
+            functools.partial(WordleEnv, settings.env_url),
+            metrics=LOGGED_METRICS,  # improvement 3: the solve and invalid-move rates logged (weight 0)
+            eval_dataset=eval_dataset,
+            peft_config=get_peft_config(model_args),
             trainer_class=trainer_class,
         )
     except OSError as error:  # what transformers raises for a model it cannot find or download
-        raise ModelLoadError(
-            f"cannot load the model {config.model!r}: {error}\nOffline, pass --model with a local folder that "
-            "holds the model (or set HF_HOME to a cache that has it)."
+        raise trl_glue.ModelLoadError(
+            f"cannot load the model {model_args.model_name_or_path!r}: {error}\nOffline, pass --model with a local "
+            "folder that holds the model (or set HF_HOME to a cache that has it)."
         ) from None
-    check_trl_reads_tool_calls(trainer, WORDLE_PROMPT, WordleEnv(config.env_url).guess, {"guess": "[crane]"})
-    before = evaluate_games(trainer) if config.eval_games else None
+    # Improvement 4: stop before the first rollout if TRL cannot read the model's tool calls back.
+    trl_glue.check_trl_reads_tool_calls(trainer, WORDLE_PROMPT, WordleEnv(settings.env_url).guess, {"guess": "[crane]"})
+    evaluations = {"before": evaluate_games(trainer) if eval_dataset else None}
+
+    # Improvement 5, stage 1: the warm start. The same LoRA adapter learns from a fair solver's games
+    # (training words only), so that GRPO's groups differ (labkit/warm_start.py says why and how).
+    figures = None
+    if settings.warm_start_games:
+        games = warm_start.solver_games(
+            WordleEnv("local"),
+            WORDLE_PROMPT,
+            wordle_dataset(settings.warm_start_games, args.seed + 1, sessions.wordle_words())["seed"],
+            [word for word in sessions.wordle_guess_words() if not held_out(word)],
+            args.seed,
+        )
+        figures = warm_start.run_stage(trainer, games, WordleEnv("local").guess, settings, args)
+        print(warm_start.warm_start_line(figures))
+        evaluations["after warm start"] = evaluate_games(trainer) if eval_dataset else None
+
+    # Stage 2: GRPO, from the warm-started adapter.
     try:
-        trainer.train(resume_from_checkpoint=checkpoint if config.resume else None)
-    except KeyboardInterrupt:
-        last = get_last_checkpoint(config.output_dir) or "none yet"
+        trainer.train(resume_from_checkpoint=checkpoint if settings.resume else None)
+    except KeyboardInterrupt:  # improvement 6: a checkpoint every save_steps, and --resume
+        last = get_last_checkpoint(args.output_dir) or "none yet"
         raise SystemExit(f"interrupted; last checkpoint: {last}. Continue with --resume.") from None
-    after = evaluate_games(trainer) if config.eval_games else None
-    trainer.save_model(config.output_dir)
+    evaluations["after GRPO"] = evaluate_games(trainer) if eval_dataset else None
+    trainer.save_model(args.output_dir)
     if trainer.accelerator.is_main_process:
-        what = "LoRA adapter (merge with peft's merge_and_unload)" if config.lora_rank else "model"
-        print(f"trained {what} saved to {config.output_dir}")
-        if before:
-            print(
-                f"wordle solve rate before={before['solve_rate']:.3f} after={after['solve_rate']:.3f} "
-                f"(invalid-move rate before={before['invalid_move_rate']:.3f} after={after['invalid_move_rate']:.3f}, "
-                f"guesses per solve before={before['guesses_per_solve']:.2f} after={after['guesses_per_solve']:.2f})"
-            )
-    resumed_from = os.path.basename(checkpoint) if config.resume else None
-    return {"before": before, "after": after, "resumed_from": resumed_from, "trainer": trainer, "config": config}
+        what = "LoRA adapter (merge with peft's merge_and_unload)" if model_args.use_peft else "model"
+        print(f"trained {what} saved to {args.output_dir}")
+        if eval_dataset:
+            stages = ("before", "after warm start", "after GRPO")
+            print("held-out games: " + "; ".join(held_out_figures(stage, evaluations) for stage in stages))
+    resumed_from = os.path.basename(checkpoint) if settings.resume and checkpoint else None
+    return {**evaluations, "resumed_from": resumed_from, "warm_start": figures, "trainer": trainer}
+
+
+def held_out_figures(stage: str, evaluations: dict) -> str:
+    figures = evaluations.get(stage)  # a stage not run is absent
+    return f"{stage} skipped" if figures is None else f"{stage} " + " ".join(f"{k}={v:.3f}" for k, v in figures.items())
 
 
 # =====================================================================================================
-# Command line: one flag per field of the chosen mode's config
+# Command line: a mode flag, then that mode's own flags
 # =====================================================================================================
-# Each mode reads only the fields of its own config (SmokeConfig at the top, FullConfig in section 6,
-# RehearseConfig, LearnConfig and ShowMaskConfig in tiny_qwen.py): a flag of another mode is not a flag of this one.
+# --full reads its flags with TRL's parser (labkit/recipes.py); the other modes have one flag per field
+# of their config dataclass (SmokeConfig above, CheckConfig below, the tiny-model modes' in tiny_qwen.py),
+# read by labkit/command_line.py.
 
 
-def int_at_least(minimum: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a whole number >= {minimum}, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be a whole number >= {minimum}, got {value}")
-        return value
-
-    return parse
+MODE_CONFIG_AND_RUN = {  # each mode's config class and runner, in this file or in the module beside it
+    "smoke": ("SmokeConfig", "run_smoke"),
+    "full": ("WordleSettings", "run_full"),
+    "rehearse": ("RehearseConfig", "run_rehearse"),
+    "learn": ("LearnConfig", "run_learn"),
+    "show-mask": ("ShowMaskConfig", "run_show_mask"),
+    "check": ("CheckConfig", "run_mode"),
+}
 
 
-def checked_float(text: str, accepted, wanted: str) -> float:
-    """`text` as a finite float that `accepted(value)` allows, or an error saying it must be `wanted`."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be {wanted}, got {text!r}") from None
-    if not (math.isfinite(value) and accepted(value)):
-        raise argparse.ArgumentTypeError(f"must be {wanted}, got {text!r}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    return checked_float(text, lambda value: value > 0, "a positive number")
-
-
-def non_negative_float(text: str) -> float:
-    return checked_float(text, lambda value: value >= 0, "a number >= 0")
-
-
-def fraction_below_one(text: str) -> float:
-    value = positive_float(text)
-    if value >= 1:
-        raise argparse.ArgumentTypeError(f"must be a fraction below 1, got {text!r}")
-    return value
-
-
-def steps_or_all(text: str) -> int:
-    value = int_at_least(-1)(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be a whole number >= 1, or -1 for one pass over the episodes")
-    return value
-
-
-MODES = ("smoke", "full", "rehearse", "learn", "show-mask", "check")  # --check last: it takes a value
-
-
-@dataclasses.dataclass
-class CheckConfig:
-    """--check MODULE:CLASS (or path/file.py:CLASS): check an environment class against TRL's
-    environment_factory contract before any GPU time (env_check.py): its tools and their schemas, the
-    prompt, reset, K episodes, pooling and seeds, pickling"""
-
-    target: str = option("", "the class to check", flag=False)
-    episodes: int = option(20, "episodes to play, with well-formed and malformed tool calls", at_least=1)
-
-
-def config_class_of(mode: str):
-    """A mode's config class. The tiny-model modes' live in tiny_qwen.py, imported only for them."""
-    if mode in ("rehearse", "learn", "show-mask"):
+def mode_module(mode: str, tiny: bool = False):
+    """Where a mode lives: this file, or tiny_qwen.py / env_check.py, imported only for their modes."""
+    if mode in ("rehearse", "learn", "show-mask") or tiny:
         import tiny_qwen
 
-        return {
-            "rehearse": tiny_qwen.RehearseConfig,
-            "learn": tiny_qwen.LearnConfig,
-            "show-mask": tiny_qwen.ShowMaskConfig,
-        }[mode]
-    return {"smoke": SmokeConfig, "full": FullConfig, "check": CheckConfig}[mode]
-
-
-def flag_of(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows a flag's default only where it has one worth showing (not for switches or unset values)."""
-
-    def _get_help_string(self, action):
-        if action.default is None or action.nargs == 0 or isinstance(action, argparse.BooleanOptionalAction):
-            return action.help
-        return super()._get_help_string(action)
-
-
-def config_parser(mode: str, config_class) -> argparse.ArgumentParser:
-    """The flags of one mode, one per field of its config, with the field's default and doc."""
-    parser = argparse.ArgumentParser(
-        prog=f"env_rollout.py --{mode}" + (" MODULE:CLASS" if mode == "check" else ""),
-        description=config_class.__doc__,
-        formatter_class=HelpFormatter,
-        allow_abbrev=False,
-        add_help=False,
-    )
-    for field in dataclasses.fields(config_class):
-        accepts = dict(field.metadata)
-        if not accepts.pop("flag", True):
-            continue  # given with the mode flag itself (--check TARGET)
-        kwargs = {"default": field.default, "help": accepts.pop("help"), "dest": field.name}
-        kinds = {"at_least": "N", "steps_or_all": "N", "positive": "X", "non_negative": "X", "fraction": "X"}
-        kwargs["metavar"] = accepts.pop("metavar", next((kinds[k] for k in kinds if k in accepts), "TEXT"))
-        if isinstance(field.default, bool):
-            kwargs["action"] = argparse.BooleanOptionalAction if field.default else "store_true"
-            del kwargs["metavar"]
-        elif "choices" in accepts:
-            kwargs["choices"] = list(accepts.pop("choices"))
-            del kwargs["metavar"]
-        elif "at_least" in accepts:
-            kwargs["type"] = int_at_least(accepts.pop("at_least"))
-        elif accepts.pop("positive", False):
-            kwargs["type"] = positive_float
-        elif accepts.pop("non_negative", False):
-            kwargs["type"] = non_negative_float
-        elif accepts.pop("fraction", False):
-            kwargs["type"] = fraction_below_one
-        elif accepts.pop("steps_or_all", False):
-            kwargs["type"] = steps_or_all
-        parser.add_argument(flag_of(field.name), **kwargs)
-    return parser
-
-
-def mode_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="env_rollout.py",
-        description="Agentic RL in one file: a tool environment, GRPO, observation masking.",
-        allow_abbrev=False,
-        add_help=False,
-    )
-    modes = parser.add_mutually_exclusive_group()
-    for mode in MODES[:-1]:
-        modes.add_argument(flag_of(mode), dest="mode", action="store_const", const=mode)
-    modes.add_argument("--check", metavar="MODULE:CLASS", dest="check_target")
-    parser.add_argument("-h", "--help", action="store_true")
-    parser.set_defaults(mode="smoke")
-    return parser
-
-
-def full_help() -> str:
-    lines = [
-        "usage: env_rollout.py [--smoke | --full | --rehearse | --learn | --show-mask | --check MODULE:CLASS] "
-        "[flags of that mode]",
-        "",
-        "Agentic RL in one file: a tool environment, GRPO, observation masking.",
-    ]
-    for mode in MODES:
-        text = config_parser(mode, config_class_of(mode)).format_help()
-        lines += ["", "=" * 100, text.rstrip()]
-    return "\n".join(lines)
-
-
-def parse_args(argv: list[str] | None = None):
-    """(mode, config): the mode flag first, then that mode's own flags, read into its config."""
-    chooser = mode_parser()
-    chosen, rest = chooser.parse_known_args(argv)
-    if chosen.check_target is not None:
-        chosen.mode = "check"
-    if chosen.help:  # one mode's flags when a mode was named, every mode's otherwise
-        named = chosen.mode != "smoke" or "--smoke" in (sys.argv[1:] if argv is None else argv)
-        print(config_parser(chosen.mode, config_class_of(chosen.mode)).format_help() if named else full_help())
-        raise SystemExit(0)
-    config_class = config_class_of(chosen.mode)
-    parser = config_parser(chosen.mode, config_class)
-    values, unknown = parser.parse_known_args(rest)
-    for word in unknown:
-        flag = word.split("=")[0]
-        owners = [f"--{mode}" for mode in MODES if flag in map(flag_of, fields_of(config_class_of(mode)))]
-        if owners:
-            parser.error(f"{flag} belongs to {' and '.join(owners)}, not --{chosen.mode}")
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    if chosen.mode == "check":
-        values.target = chosen.check_target
-    try:
-        config = config_class(**vars(values))
-    except ValueError as error:
-        parser.error(str(error))
-    if getattr(config, "plot", None):
-        try:
-            import matplotlib  # noqa: F401  (only --plot needs it)
-        except ImportError:
-            parser.error("--plot needs matplotlib, which is not installed: pip install matplotlib")
-    return chosen.mode, config
-
-
-def fields_of(config_class) -> list[str]:
-    return [field.name for field in dataclasses.fields(config_class)]
-
-
-def main(argv: list[str] | None = None) -> int:
-    mode, config = parse_args(argv)
+        return tiny_qwen
     if mode == "check":
         import env_check
 
-        return env_check.main(config.target, config.episodes)
-    if mode in ("rehearse", "learn", "show-mask"):
-        import tiny_qwen
+        return env_check
+    return sys.modules[__name__]
 
-        run = {
-            "rehearse": tiny_qwen.run_rehearse,
-            "learn": tiny_qwen.run_learn,
-            "show-mask": tiny_qwen.run_show_mask,
-        }[mode]
+
+def config_class_of(mode: str):
+    return getattr(mode_module(mode), MODE_CONFIG_AND_RUN[mode][0])
+
+
+def main(argv: list[str] | None = None) -> int:
+    from labkit import command_line, recipes, trl_glue
+    from labkit import wordle_sessions as sessions
+
+    mode, config = command_line.parse(sys.argv[1:] if argv is None else list(argv), config_class_of)
+    if mode == "full" and config[0].dry_run:  # what a run would use, before booking GPU time
+        return recipes.print_dry_run(*config)
+    if mode == "full" and config[0].tiny:
+        run = mode_module(mode, tiny=True).run_full_tiny
     else:
-        run = {"smoke": run_smoke, "full": run_full}[mode]
+        run = getattr(mode_module(mode), MODE_CONFIG_AND_RUN[mode][1])
+    failures = (SmokeFailure, sessions.WordleServerError, sessions.MissingClientError, *trl_glue.FAILURES)
     try:
-        run(config)
-    except (SmokeFailure, WordleServerError, MissingClientError, ModelLoadError) as failure:
+        status = run(*config) if mode == "full" else run(config)
+    except failures as failure:
         print(f"{mode} FAILED: {failure}", file=sys.stderr)
         return 1
-    return 0
+    return status if isinstance(status, int) else 0
 
 
 if __name__ == "__main__":
-    # tiny_qwen.py imports this file as the module `env_rollout`. Run that module's main(), so that
-    # its classes (the exceptions main() catches among them) exist once, not as two copies.
-    import env_rollout
-
-    sys.exit(env_rollout.main())
+    # tiny_qwen.py imports this file as the module `env_rollout`: it is this module, not a second copy
+    # (so that the exceptions main() catches are the ones raised).
+    sys.modules.setdefault("env_rollout", sys.modules[__name__])
+    sys.exit(main())

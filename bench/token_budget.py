@@ -20,7 +20,6 @@ the dictionary's words that take the most tokens, and ends with one line:
 """
 
 import argparse
-import dataclasses
 import itertools
 import os
 import sys
@@ -81,8 +80,7 @@ def heaviest_words(tokenizer, dictionary, count: int = 8) -> list[str]:
 
 def scripted_trainer_class(tokenizer):
     """GRPOTrainer whose 'model' writes the planned calls: TRL does everything else."""
-    from env_rollout import qwen3_tool_call
-    from tiny_qwen import grpo_trainer_to_override
+    from labkit.trl_glue import grpo_trainer_to_override, qwen3_tool_call
 
     call_id = tokenizer.convert_tokens_to_ids("<tool_call>")
     end_of_turn = tokenizer.encode(tokenizer.eos_token, add_special_tokens=False)
@@ -115,30 +113,34 @@ def main() -> None:
 
     import env_rollout
     import tiny_qwen
-    from env_rollout import WORDLE_PROMPT, FullConfig, WordleEnv, build_grpo_trainer, render_prompt_ids
+    from env_rollout import LOGGED_METRICS, WORDLE_PROMPT, WordleEnv
+    from labkit import wordle_sessions
+    from labkit.offline_tokenizers import QWEN3_VOCAB_SIZE, qwen3_tokenizer
+    from labkit.recipes import grpo_config
+    from labkit.trl_glue import build_grpo_trainer, render_prompt_ids
 
-    tokenizer = tiny_qwen.qwen3_tokenizer()
-    model = tiny_qwen.build_tiny_model(tokenizer, vocab_size=tiny_qwen.QWEN3_VOCAB_SIZE, max_position_embeddings=4096)
-    words = env_rollout.wordle_words()
+    tokenizer = qwen3_tokenizer()
+    model = tiny_qwen.build_tiny_model(tokenizer, vocab_size=QWEN3_VOCAB_SIZE, max_position_embeddings=4096)
+    words = wordle_sessions.wordle_words()
     seed = 1  # one secret word for every plan
-    secret = env_rollout.secret_word(seed, words)
+    secret = wordle_sessions.secret_word(seed, words)
     with tempfile.TemporaryDirectory(prefix="token-budget-") as output_dir:
-        full = dataclasses.replace(
-            FullConfig(),
+        # --full's recipe (its episode budget, tool-call limit, chat template settings) where the CPU
+        # modes run it; one group of 2 rollouts a step, no LoRA (nothing is trained).
+        config = grpo_config(
+            ["wordle_grpo", "cpu"],
             output_dir=output_dir,
-            lora_rank=0,
-            vllm_mode="none",
             per_device_train_batch_size=2,
             gradient_accumulation_steps=1,
             num_generations=2,
         )
-        config = tiny_qwen.cpu_grpo_config(full)
         dataset = env_rollout.wordle_rows([seed])
         trainer = build_grpo_trainer(
             config,
             model,
             dataset,
             WordleEnv,
+            metrics=LOGGED_METRICS,
             processing_class=tokenizer,
             trainer_class=scripted_trainer_class(tokenizer),
         )
@@ -180,7 +182,7 @@ def main() -> None:
             f"+ the game's opening text {count[1]} + the chat template's framing {without_tools - sum(count)}"
         )
         check_prompt = len(render_prompt_ids(tokenizer, WORDLE_PROMPT + opening, WordleEnv("local").guess))
-        print(f"  (the same prompt rendered by env_rollout.render_prompt_ids: {check_prompt} tokens)")
+        print(f"  (the same prompt rendered by labkit.trl_glue.render_prompt_ids: {check_prompt} tokens)")
 
         fresh = [word for word in words if word != secret]
         win = play([fresh[0], fresh[1], secret])
@@ -207,7 +209,7 @@ def main() -> None:
         ):
             print(f"  {name}: {episode['completion']} ({episode['moves']} moves, solved {episode['solved']})")
 
-        heavy = heaviest_words(tokenizer, env_rollout.textarena_wordle().dictionary.get_all_words())
+        heavy = heaviest_words(tokenizer, wordle_sessions.textarena_wordle().dictionary.get_all_words())
         print(f"the valid guesses of the search, the dictionary's words that take the most tokens: {' '.join(heavy)}")
         plans = [(plan, kind) for plan in plans_of_8_calls() for kind in INVALID_MOVES]
         plans = plans[: options.patterns] if options.patterns else plans
@@ -227,7 +229,7 @@ def main() -> None:
             f"({calls_allowed} tool calls), Qwen3 tokenizer"
         )
         for env in trainer.environments:
-            env._close_client()
+            env._session.close()
 
 
 if __name__ == "__main__":

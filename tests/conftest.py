@@ -104,7 +104,7 @@ def qwen3_ids_independently(text: str) -> list[int]:
     uses it), with Qwen3's added tokens cut out first and given their ids."""
     import re
 
-    from tiny_qwen import QWEN3_ADDED_TOKENS
+    from labkit.offline_tokenizers import QWEN3_ADDED_TOKENS
 
     reference = tiktoken_qwen()
     added = {token: 151643 + i for i, token in enumerate(QWEN3_ADDED_TOKENS)}

@@ -29,13 +29,16 @@ def test_smoke_passes_and_prints_the_spelled_lines(smoke_run):
 
 
 def test_smoke_imports_only_torch_and_the_standard_library():
+    # The baseline holds what torch's own Adam imports when built (torch._dynamo, and with it torch's
+    # dependencies numpy, sympy, triton): the lesson's optimizer is torch.optim.Adam, and they come with torch.
     code = (
         "import sys, torch\n"
+        "torch.optim.Adam([torch.zeros(1, requires_grad=True)])\n"
         "baseline = set(sys.modules)\n"
         "import env_rollout\n"
         "assert env_rollout.main(['--smoke']) == 0\n"
         "extra = {m.split('.')[0] for m in set(sys.modules) - baseline}\n"
-        "extra -= set(sys.stdlib_module_names) | {'torch', 'env_rollout'}\n"
+        "extra -= set(sys.stdlib_module_names) | {'torch', 'env_rollout', 'labkit'}\n"  # labkit: the lab's own
         "print('EXTRA', sorted(extra))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -80,9 +83,32 @@ def test_help_explains_each_mode():
 
 
 def test_help_after_a_mode_shows_that_mode_only():
+    result = run_script("--smoke", "--help")
+    assert result.returncode == 0 and result.stdout.startswith("usage: env_rollout.py --smoke")
+    assert "--iterations N" in result.stdout
+    assert "--eval-games" not in result.stdout and "--rehearse" not in result.stdout
+
+
+def test_full_help_is_trls_parser_help_over_the_recipe_layers():
+    """--full's flags are TRL's: its help is TrlParser's over WordleSettings, GRPOConfig and ModelConfig
+    (each field with its underscore and its dash spelling), after the layers the settings are read from."""
     result = run_script("--full", "--help")
-    assert result.returncode == 0 and "usage: env_rollout.py --full" in result.stdout
-    assert "--iterations" not in result.stdout and "--eval-games N" in result.stdout
+    assert result.returncode == 0 and result.stderr == ""
+    out = result.stdout
+    assert "recipes/wordle_grpo.yaml" in out and "recipes/<tier>.yaml" in out and "--config FILE.yaml" in out
+    assert "usage: env_rollout.py --full [-h] [--tier {t1,t2}]" in out
+    assert out.index("recipes/wordle_grpo.yaml") < out.index("usage: env_rollout.py --full")  # the layers first
+    for shown in (
+        "--eval_games EVAL_GAMES, --eval-games EVAL_GAMES",  # the lab's WordleSettings
+        "--env_url ENV_URL, --env-url ENV_URL",
+        "--loss_type LOSS_TYPE, --loss-type LOSS_TYPE",  # TRL's GRPOConfig
+        "--beta BETA",
+        "--max_completion_length MAX_COMPLETION_LENGTH, --max-completion-length MAX_COMPLETION_LENGTH",
+        "--model_name_or_path MODEL_NAME_OR_PATH, --model-name-or-path MODEL_NAME_OR_PATH",  # TRL's ModelConfig
+        "--lora_r LORA_R, --lora-r LORA_R",
+    ):
+        assert shown in out, shown
+    assert "--iterations" not in out and "--warm-start-steps" not in out  # no other mode's flags
 
 
 def test_plot_writes_a_png(tmp_path):

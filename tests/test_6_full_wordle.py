@@ -15,7 +15,10 @@ import textarena_double
 from conftest import ROOT, run_main_traced, run_script, tool_names
 
 import env_rollout
-from env_rollout import WordleEnv, WordleServerError, invalid_move_rate, preflight, solve_rate
+from env_rollout import WordleEnv, invalid_move_rate, solve_rate
+from labkit import command_line
+from labkit import wordle_sessions as sessions
+from labkit.wordle_sessions import WordleServerError, preflight
 
 URL = "http://wordle.test:8000"
 
@@ -23,12 +26,12 @@ URL = "http://wordle.test:8000"
 @pytest.fixture(autouse=True)
 def empty_parking(monkeypatch):
     """Each test starts with no session parked by an earlier preflight."""
-    monkeypatch.setattr(env_rollout, "PARKED_CLIENTS", {})
+    monkeypatch.setattr(sessions, "PARKED_CLIENTS", {})
 
 
 @pytest.fixture
 def server(monkeypatch):
-    monkeypatch.setattr(env_rollout, "SERVER_BACKOFF_S", 0.01)
+    monkeypatch.setattr(sessions, "SERVER_BACKOFF_S", 0.01)
     return textarena_double.install(monkeypatch)
 
 
@@ -120,12 +123,12 @@ def test_reused_instance_starts_clean_on_one_session(server):
     assert env.get_reward() == 0.0 and env.moves == 0
     assert env.guess("[crane]").startswith("You submitted [crane]")
     assert (server.sessions_opened, server.open_sessions, server.resets) == (1, 1, 2)
-    env._close_client()
+    env._session.close()
     assert server.open_sessions == 0
 
 
 def test_transient_error_is_retried(monkeypatch):
-    monkeypatch.setattr(env_rollout, "SERVER_BACKOFF_S", 0.01)
+    monkeypatch.setattr(sessions, "SERVER_BACKOFF_S", 0.01)
     server = textarena_double.install(monkeypatch, textarena_double.Server(fail_next=2))
     env = WordleEnv(URL)
     assert "Wordle" in env.reset()
@@ -155,7 +158,7 @@ def test_async_only_client_is_a_clear_error(monkeypatch):
 
 
 def test_local_mode_failure_names_the_game_not_a_server(monkeypatch):
-    monkeypatch.setattr(env_rollout, "SERVER_BACKOFF_S", 0.01)
+    monkeypatch.setattr(sessions, "SERVER_BACKOFF_S", 0.01)
     textarena_double.install(monkeypatch)
 
     def broken(self, env_id="Wordle-v0", **kwargs):
@@ -171,7 +174,7 @@ def test_local_mode_failure_names_the_game_not_a_server(monkeypatch):
 
 
 def test_capacity_refusal_names_the_url_and_the_remedies(monkeypatch):
-    monkeypatch.setattr(env_rollout, "SERVER_BACKOFF_S", 0.01)
+    monkeypatch.setattr(sessions, "SERVER_BACKOFF_S", 0.01)
     server = textarena_double.install(monkeypatch, textarena_double.Server(capacity=1))
     first = WordleEnv(URL)
     first.reset()
@@ -202,7 +205,8 @@ def test_local_mode_plays_in_process(monkeypatch):
 
 def test_missing_client_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "textarena_env", None)
-    with pytest.raises(env_rollout.MissingClientError, match="textarena_env.*README"):
+    says = r"textarena_env.*docs/full\.md, 'Installing the Wordle game'"
+    with pytest.raises(sessions.MissingClientError, match=says):
         WordleEnv(URL).reset()
 
 
@@ -225,20 +229,20 @@ def test_preflight_opens_a_whole_batch_and_training_takes_the_sessions_over(monk
     env.reset(seed=5)
     assert server.sessions_opened == 32  # a parked session, not a new one
     assert server.reset_kwargs[-1] == {"seed": 5}  # the seed is sent; a server may honour it
-    env._close_client()
-    env_rollout.close_parked_clients()  # what the process does at exit for sessions nobody took
+    env._session.close()
+    sessions.close_parked_clients()  # what the process does at exit for sessions nobody took
     assert server.open_sessions == 0
 
 
 def test_preflight_fails_when_the_server_cannot_hold_the_batch(monkeypatch, listening_url):
-    monkeypatch.setattr(env_rollout, "SERVER_BACKOFF_S", 0.01)
+    monkeypatch.setattr(sessions, "SERVER_BACKOFF_S", 0.01)
     server = textarena_double.install(monkeypatch, textarena_double.Server(capacity=4))
     with pytest.raises(WordleServerError, match=r"held 4 of the 32 sessions") as error:
         preflight(listening_url, sessions=32)
     message = str(error.value)
     assert listening_url in message and "MAX_CONCURRENT_ENVS" in message and "capacity" in message
     assert message.count("Remedies") == 1
-    assert server.open_sessions == 0 and env_rollout.PARKED_CLIENTS == {}
+    assert server.open_sessions == 0 and sessions.PARKED_CLIENTS == {}
 
 
 def test_preflight_waits_on_progress_and_never_closes_a_pending_client(monkeypatch, listening_url):
@@ -277,14 +281,15 @@ def test_preflight_against_a_closed_port_fails_fast(monkeypatch):
     with pytest.raises(WordleServerError, match="Remedies") as error:
         preflight(f"http://127.0.0.1:{port}", sessions=32)
     assert f"127.0.0.1:{port}" in str(error.value)
-    assert started_threads == [] and env_rollout.PARKED_CLIENTS == {}
+    assert started_threads == [] and sessions.PARKED_CLIENTS == {}
 
 
 def test_full_cli_fails_fast_on_a_dead_server_without_loading_a_model():
     result, report = run_main_traced("--full", "--vllm-mode", "none", "--env-url", "http://127.0.0.1:9", timeout=120)
     assert result.returncode == 1
     assert "http://127.0.0.1:9" in result.stderr and "Remedies" in result.stderr and "--env-url local" in result.stderr
-    assert "trl" not in report["imported"]  # stopped before TRL was imported, let alone a model
+    # TRL is imported (its parser reads --full's flags); the run stops before any game session or model.
+    assert "preflight:" not in result.stdout and "vllm" not in report["imported"]
     assert not [name for name in report["imported"] if "qwen3" in name]  # no module of the model to load
     assert report["threads"] == []  # and nothing left running
 
@@ -292,22 +297,37 @@ def test_full_cli_fails_fast_on_a_dead_server_without_loading_a_model():
 @pytest.mark.parametrize(
     "flags, complaint",
     [
-        (["--full", "--vllm-mode", "server"], "--vllm-mode server needs --vllm-server-url"),
-        (["--full", "--tier", "t3"], "invalid choice: 't3'"),
-        (["--full", "--report-to", "mlflow"], "invalid choice: 'mlflow'"),
-        (["--full", "--num-generations", "1"], "--num-generations: must be a whole number >= 2"),
-        (["--full", "--vllm-gpu-memory-utilization", "1.5"], "must be a fraction below 1"),
+        (["--tier", "t3"], "--tier must be one of t1, t2, got 't3'"),
+        (["--num-generations", "1"], "GRPO requires at least 2 generations per prompt"),
+        (["--num_generations", "3"], "generation_batch_size (32) must be divisible by num_generations (3)"),
+        (["--tiny", "--num_generations", "3"], "generation_batch_size (4) must be divisible by num_generations (3)"),
+        (["--beta", "abc"], "argument --beta: invalid float value: 'abc'"),
+        (["--max-steps", "1.5"], "argument --max_steps/--max-steps: invalid int value: '1.5'"),
+        (["--episodes", "0"], "--episodes must be >= 1"),
+        (["--config", "no/such/recipe.yaml"], "cannot read the recipe no/such/recipe.yaml"),
+        (["--iterations", "5"], "--iterations"),  # a flag of --smoke: TRL's parser names it, unused
+    ],
+)
+def test_full_flags_are_checked_by_trls_parser_in_one_line(flags, complaint):
+    """--full's flags are read by TRL's parser: a bad one is one line on stderr, exit status 2."""
+    result = run_script("--full", *flags, timeout=120)
+    assert result.returncode == 2 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("env_rollout.py --full: error: "), result.stderr
+    assert complaint in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    "flags, complaint",
+    [
         (["--full", "--smoke"], "not allowed with argument"),
-        (["--full", "--num-generations", "3"], "--num-generations 3 must divide the 32 rollouts"),
-        (["--full", "--episodes", "7"], "--episodes must be at least 8"),
-        (["--full", "--max-steps", "0"], "--max-steps: must be a whole number >= 1, or -1"),
-        (["--full", "--iterations", "5"], "--iterations belongs to --smoke, not --full"),
         (["--smoke", "--env-url", "http://127.0.0.1:8000"], "--env-url belongs to --full, not --smoke"),
+        (["--learn", "--tier", "t2"], "--tier belongs to --full, not --learn"),
         (["--rehearse", "--group", "4"], "--group belongs to --smoke, not --rehearse"),
     ],
 )
-def test_full_flags_are_checked(flags, complaint):
-    result = run_script(*flags)
+def test_a_flag_of_another_mode_is_refused_naming_its_mode(flags, complaint):
+    result = run_script(*flags, timeout=120)
     assert result.returncode == 2 and complaint in result.stderr
 
 
@@ -331,17 +351,24 @@ def test_existing_checkpoint_needs_resume(tmp_path):
 def test_full_with_colocated_vllm_on_a_machine_without_cuda_is_refused_at_once():
     result, report = run_main_traced("--full", timeout=120)
     assert result.returncode != 0 and "--vllm-mode none" in result.stderr and "preflight" not in result.stdout
-    assert report == {"imported": [], "threads": []}  # refused before TRL, a game or a model
+    # Refused once TRL's parser has read the flags: before a game, a dataset, vLLM or a model.
+    assert not {"datasets", "vllm"} & set(report["imported"]) and "textarena_env" not in result.stderr
+    assert not [name for name in report["imported"] if "qwen3" in name] and report["threads"] == []
 
 
-def test_full_fine_tuning_on_t1_is_refused_with_the_reason():
-    result = run_script("--full", "--vllm-mode", "none", "--lora-rank", "0", "--env-url", "http://127.0.0.1:9")
-    assert result.returncode != 0 and "27.5 GB" in result.stderr and "--lora-rank" in result.stderr
+@pytest.mark.parametrize("no_lora", [["--use_peft", "false"], ["--lora-rank", "0"]])  # TRL's spelling, the old one
+def test_full_fine_tuning_on_t1_is_refused_with_the_reason(no_lora):
+    result = run_script("--full", "--vllm-mode", "none", *no_lora, "--env-url", "http://127.0.0.1:9")
+    assert result.returncode != 0 and "27.5 GB" in result.stderr and "--use_peft false" in result.stderr
+    assert "preflight:" not in result.stdout  # refused before the game is tried
 
 
 def test_seed_reaches_trl_and_the_dataset(monkeypatch):
-    mode, config = env_rollout.parse_args(["--full", "--vllm-mode", "none", "--seed", "7"])
-    assert mode == "full" and env_rollout.grpo_config(env_rollout.resolve_tier(config)).seed == 7
+    mode, (settings, args, model_args) = command_line.parse(
+        ["--full", "--vllm-mode", "none", "--seed", "7"], env_rollout.config_class_of
+    )
+    assert mode == "full" and args.seed == 7 and args.use_vllm is False
+    assert isinstance(settings, env_rollout.WordleSettings) and model_args.model_name_or_path == "Qwen/Qwen3-1.7B"
     rows = env_rollout.wordle_dataset(16, seed=7)
     assert (
         rows["seed"] == env_rollout.wordle_dataset(16, seed=7)["seed"] != env_rollout.wordle_dataset(16, seed=8)["seed"]
@@ -357,7 +384,7 @@ def test_only_the_scripts_own_import_error_becomes_one_line(monkeypatch):
         env_rollout.main(["--smoke"])
 
     def missing(args):
-        raise env_rollout.MissingClientError("the Wordle environment needs ...")
+        raise sessions.MissingClientError("the Wordle environment needs ...")
 
     monkeypatch.setattr(env_rollout, "run_smoke", missing)
     assert env_rollout.main(["--smoke"]) == 1

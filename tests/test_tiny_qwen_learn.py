@@ -11,11 +11,8 @@ import pytest
 import torch
 from conftest import run_script
 
-from env_rollout import (
-    EVAL_FIRST_SEED,
-    GuessEnv,
-    build_grpo_trainer,
-)
+from env_rollout import EVAL_FIRST_SEED, GuessEnv
+from labkit.trl_glue import LibraryChanged, build_grpo_trainer, render_prompt_ids
 from tiny_qwen import (
     LEARN_METRICS,
     RESPONSES_WRITTEN,
@@ -31,7 +28,6 @@ from tiny_qwen import (
     learn_tokenizer,
     learning_trainer_class,
     recording_trainer_class,
-    render_prompt_ids,
     responses_written,
     thermometer_number_embeddings,
     three_guess_tokens,
@@ -119,7 +115,7 @@ def test_grpo_with_the_learn_tokenizer_keeps_observation_masking_exact(tokenizer
     cached = trainer._get_tool_suffix_ids(messages)
     assert cached == trainer._get_tool_suffix_ids(messages) == GRPOTrainer._get_tool_suffix_ids(trainer, messages)
     assert tokenizer.decode(cached).startswith("\n<|im_start|>user\n<tool_response>\nhigher\n")
-    prompt_ids = render_prompt_ids(tokenizer, GuessEnv().reset())
+    prompt_ids = render_prompt_ids(tokenizer, GuessEnv().reset(), GuessEnv().guess)
     turn = tokenizer.encode(guess_call_text(4), add_special_tokens=False)
     parse = type(tokenizer).parse_response
     given = {"prefix": prompt_ids} if "prefix" in inspect.signature(parse).parameters else {}  # transformers >= 5.13
@@ -271,7 +267,7 @@ def test_the_merged_pieces_are_declared_control_tokens_so_trl_reads_the_calls():
     from trl.chat_template_utils import add_response_schema, parse_response
 
     tokenizer = learn_tokenizer(0)  # not the module's: a learning trainer wraps the parse of the tokenizer it gets
-    prompt_ids = render_prompt_ids(tokenizer, GuessEnv().reset())
+    prompt_ids = render_prompt_ids(tokenizer, GuessEnv().reset(), GuessEnv().guess)
     call = tokenizer.encode(guess_call_text(4), add_special_tokens=False)
     assert len(prompt_ids) == 1 and len(call) == 4  # the prompt and the text around the number: merged pieces
     declared = add_response_schema(tokenizer)  # what GRPOTrainer does to its tokenizer
@@ -332,24 +328,20 @@ def test_learn_stops_when_the_evaluation_parses_no_call(monkeypatch, capsys):
 def test_a_changed_private_trl_method_stops_before_a_trainer_is_made(monkeypatch):
     from trl import GRPOTrainer
 
-    from env_rollout import SmokeFailure
-
     monkeypatch.setattr(GRPOTrainer, "_tool_call_loop", lambda self, prompts, completion_ids: None)
     with pytest.raises(
-        SmokeFailure,
+        LibraryChanged,
         match=r"private GRPOTrainer\._tool_call_loop\(prompts, prompt_ids, .*installed TRL "
         r"defines _tool_call_loop\(prompts, completion_ids\)\. installed: trl ",
     ):
         learning_trainer_class()
     monkeypatch.delattr(GRPOTrainer, "_generate_single_turn")
-    with pytest.raises(SmokeFailure, match=r"_generate_single_turn\(.*the installed TRL has no such method"):
+    with pytest.raises(LibraryChanged, match=r"_generate_single_turn\(.*the installed TRL has no such method"):
         recording_trainer_class()
 
 
 def test_an_unexpected_result_from_a_private_trl_method_stops_the_run(monkeypatch):
     from trl import GRPOTrainer
-
-    from env_rollout import SmokeFailure
 
     trainer_class = learning_trainer_class()
     trainer = object.__new__(trainer_class)  # no trainer is needed: the check comes first
@@ -358,5 +350,5 @@ def test_an_unexpected_result_from_a_private_trl_method_stops_the_run(monkeypatc
         return [[1]], [[]], [[5, 6]]  # a tool mask one token short of its completion
 
     monkeypatch.setattr(GRPOTrainer, "_tool_call_loop", mismatched)
-    with pytest.raises(SmokeFailure, match=r"GRPOTrainer\._tool_call_loop returned .* installed: trl"):
+    with pytest.raises(LibraryChanged, match=r"GRPOTrainer\._tool_call_loop returned .* installed: trl"):
         trainer._tool_call_loop(*[None] * 7)

@@ -8,12 +8,9 @@ import torch
 from conftest import run_script
 
 import env_rollout
-from env_rollout import (
-    GuessEnv,
-    SmokeFailure,
-    WordleEnv,
-    build_grpo_trainer,
-)
+from env_rollout import LOGGED_METRICS, GuessEnv, SmokeFailure, WordleEnv
+from labkit import wordle_sessions
+from labkit.trl_glue import build_grpo_trainer
 from tiny_qwen import (
     RehearseConfig,
     build_tiny_model,
@@ -78,12 +75,27 @@ def test_warm_start_examples_weigh_only_what_the_model_writes(tokenizer):
     assert "<tool_response>" in masked and "secret whole number" in masked
 
 
+def test_the_rehearsal_runs_fulls_recipe_on_a_cpu_at_its_own_scale(tmp_path):
+    """rehearsal_config: recipes/wordle_grpo.yaml where the CPU modes run it (recipes/cpu.yaml), with
+    the rehearsal's seed, length, learning rate, G and episode length; the rest is --full's."""
+    config = rehearsal_config(
+        RehearseConfig(seed=3, rehearse_steps=2, learning_rate=2e-4, num_generations=2, max_completion_length=64),
+        str(tmp_path),
+    )
+    assert (config.output_dir, config.seed, config.max_steps, config.learning_rate) == (str(tmp_path), 3, 2, 2e-4)
+    assert (config.num_generations, config.max_completion_length) == (2, 64)
+    assert (config.per_device_train_batch_size, config.gradient_accumulation_steps) == (8, 1)  # one batch a step
+    assert (config.use_cpu, config.bf16, config.use_vllm, config.save_strategy) == (True, False, False, "no")
+    assert config.chat_template_kwargs == {"enable_thinking": False} and config.max_tool_calling_iterations == 8
+    assert config.reward_weights == [0.0] * len(LOGGED_METRICS)  # --full's logged metrics, weighed 0
+
+
 def test_wordle_env_through_trl_for_one_step(monkeypatch, tokenizer, tmp_path):
     """WordleEnv (on the client double) driven by TRL's real tool loop and update; only the text the
     policy writes is scripted: half the rollouts guess the secret, half guess wrong."""
     from trl import GRPOTrainer
 
-    monkeypatch.setattr(env_rollout, "SERVER_BACKOFF_S", 0.01)
+    monkeypatch.setattr(wordle_sessions, "SERVER_BACKOFF_S", 0.01)
     server = textarena_double.install(monkeypatch)
     tool_response = tokenizer.convert_tokens_to_ids("<tool_response>")
 
@@ -110,6 +122,7 @@ def test_wordle_env_through_trl_for_one_step(monkeypatch, tokenizer, tmp_path):
         build_tiny_model(tokenizer),
         dataset,
         lambda: WordleEnv("http://wordle.test"),
+        metrics=LOGGED_METRICS,
         processing_class=tokenizer,
         trainer_class=ScriptedPolicy,
     )
@@ -142,8 +155,9 @@ def test_guess_env_is_a_valid_environment_factory(tokenizer, tmp_path):
         build_tiny_model(tokenizer),
         dataset,
         GuessEnv,
+        metrics=LOGGED_METRICS,
         processing_class=tokenizer,
     )
     assert [tool.__name__ for tool in trainer.tools] == ["guess"]
     assert trainer.reward_func_names[-1] == "GuessEnv"
-    assert trainer.reward_weights.tolist() == [0.0] * len(env_rollout.LOGGED_METRICS) + [1.0]
+    assert trainer.reward_weights.tolist() == [0.0] * len(LOGGED_METRICS) + [1.0]

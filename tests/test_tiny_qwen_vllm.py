@@ -2,12 +2,15 @@
 vLLM's weights are the trained ones. The run itself needs vLLM's CPU build, which has an environment of
 its own: `make rehearse-vllm` (run by .ci/run) is its end-to-end test."""
 
+import os
+
 import pytest
 import torch
-from conftest import run_script
+from conftest import ROOT, run_script
 
 import env_rollout
 from env_rollout import SmokeFailure
+from labkit import command_line
 
 pytest.importorskip("trl")
 from tiny_qwen import VLLM_CPU_ROUNDING, compare_vllm_weights, stacked_weight  # noqa: E402
@@ -24,15 +27,16 @@ from tiny_qwen import VLLM_CPU_ROUNDING, compare_vllm_weights, stacked_weight  #
     ],
 )
 def test_which_generation_each_run_takes(flags, generation):
-    mode, config = env_rollout.parse_args(flags)
-    assert mode == "full" and config.vllm_mode == generation
+    mode, (_, args, _) = command_line.parse(flags, env_rollout.config_class_of)
+    assert mode == "full" and (args.vllm_mode if args.use_vllm else "none") == generation
 
 
 def test_tiny_refuses_server_mode_and_says_what_it_takes():
-    result = run_script("--full", "--tiny", "--vllm-mode", "server")
-    assert (
-        result.returncode == 2 and "--tiny generates with --vllm-mode none (the default) or colocate" in result.stderr
-    )
+    # The flags parse (any flag overrides the tiny recipe); --full --tiny itself refuses, before it makes anything.
+    result = run_script("--full", "--tiny", "--vllm-mode", "server", "--output_dir", "unused-tiny-server-run")
+    assert result.returncode == 1
+    assert "--tiny generates with --vllm-mode none (the default) or colocate, not server" in result.stderr
+    assert not os.path.exists(os.path.join(ROOT, "unused-tiny-server-run"))
 
 
 PACKED = {"qkv_proj": ["q_proj", "k_proj", "v_proj"], "gate_up_proj": ["gate_proj", "up_proj"]}

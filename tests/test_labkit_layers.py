@@ -1,0 +1,69 @@
+"""The layers: labkit/ is the plumbing beneath the lesson, and imports none of the lab's scripts; the
+lesson, env_rollout.py, imports only the standard library and torch at its top, so that --smoke loads
+nothing else. Read from the source (ast), so that an import inside a function counts too."""
+
+import ast
+import glob
+import os
+import sys
+
+import pytest
+from conftest import ROOT
+
+SCRIPTS = {"env_rollout", "tiny_qwen", "env_check"}  # the lab's own modules beside labkit/
+PROJECT = SCRIPTS | {"labkit"}
+LABKIT_FILES = sorted(glob.glob(os.path.join(ROOT, "labkit", "*.py")))
+
+
+def parsed(path: str) -> ast.Module:
+    with open(path, encoding="utf-8") as file:
+        return ast.parse(file.read(), filename=path)
+
+
+def imported(nodes) -> list[tuple[str, int]]:
+    """(the top-level name of each imported module, the line) of these nodes' import statements;
+    a relative import (from . import x) is labkit's own, named 'labkit'."""
+    names = []
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            names += [(alias.name.split(".")[0], node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names.append(("labkit" if node.level else node.module.split(".")[0], node.lineno))
+    return names
+
+
+def test_labkit_has_the_modules_the_lab_names():
+    names = {os.path.basename(path) for path in LABKIT_FILES}
+    expected = {"command_line", "offline_tokenizers", "plots", "recipes", "trl_glue", "wordle_sessions"}
+    assert names >= {"__init__.py"} | {name + ".py" for name in expected}
+
+
+@pytest.mark.parametrize("path", LABKIT_FILES, ids=os.path.basename)
+def test_labkit_imports_none_of_the_scripts_anywhere(path):
+    found = [(name, line) for name, line in imported(ast.walk(parsed(path))) if name in SCRIPTS]
+    assert found == [], f"{os.path.relpath(path, ROOT)} imports the lab's scripts (module, line): {found}"
+
+
+@pytest.mark.parametrize("path", LABKIT_FILES, ids=os.path.basename)
+def test_labkit_imports_only_the_standard_library_at_its_top(path):
+    """Heavy imports (torch, TRL, transformers) happen inside labkit's functions: importing a labkit
+    module, as --smoke imports labkit.command_line, costs nothing."""
+    top = imported(parsed(path).body)
+    found = [(name, line) for name, line in top if name not in sys.stdlib_module_names and name != "labkit"]
+    assert found == [], f"{os.path.relpath(path, ROOT)} imports at its top (module, line): {found}"
+
+
+def test_env_rollout_imports_only_the_standard_library_and_torch_at_its_top():
+    top = imported(parsed(os.path.join(ROOT, "env_rollout.py")).body)
+    assert top, "no import found: the walk is broken"
+    project = [(name, line) for name, line in top if name in PROJECT]
+    assert project == [], f"env_rollout.py imports the project's modules at its top (module, line): {project}"
+    others = [(name, line) for name, line in top if name not in sys.stdlib_module_names and name != "torch"]
+    assert others == [], f"env_rollout.py imports beyond the standard library and torch (module, line): {others}"
+
+
+def test_the_walk_sees_imports_inside_functions():
+    """The checks above would pass on anything if `imported` missed nested imports: env_rollout.py
+    does import labkit and tiny_qwen, inside its functions."""
+    everywhere = {name for name, _ in imported(ast.walk(parsed(os.path.join(ROOT, "env_rollout.py"))))}
+    assert {"labkit", "tiny_qwen", "env_check", "torch"} <= everywhere

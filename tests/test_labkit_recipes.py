@@ -1,0 +1,257 @@
+"""labkit/recipes.py: --full's settings, read by TRL's own parser (TrlParser over WordleSettings,
+GRPOConfig and ModelConfig) from the recipe layers (recipes/wordle_grpo.yaml, then the tier's, then
+tiny.yaml with --tiny, then --config FILE, then the flags), the old flag spellings, the refusals (one
+line, exit status 2), and --full --dry-run's printout of what a run would use."""
+
+import dataclasses
+import os
+import re
+
+import pytest
+from conftest import ROOT, run_script
+
+pytest.importorskip("trl")
+
+import trl  # noqa: E402
+
+import env_rollout  # noqa: E402
+from labkit import recipes  # noqa: E402
+
+# transformers 5.25 renamed gradient_checkpointing activation_checkpointing (the old name: a deprecated alias)
+CHECKPOINTING_RENAMED = "activation_checkpointing" in {field.name for field in dataclasses.fields(trl.GRPOConfig)}
+
+
+def full(*argv: str):
+    """(WordleSettings, GRPOConfig, ModelConfig) for `--full` with these flags."""
+    return recipes.parse_full(list(argv), env_rollout.WordleSettings)
+
+
+def read_yaml(name: str) -> dict:
+    return recipes.read_recipe(os.path.join(ROOT, "recipes", name + ".yaml"))
+
+
+def checkpointing(args) -> bool:
+    """Activation (gradient) checkpointing under whichever name the installed transformers takes."""
+    return getattr(args, "activation_checkpointing", None) or args.gradient_checkpointing
+
+
+# --- the layers --------------------------------------------------------------------------------------
+
+
+def test_the_default_is_tier_t1_over_the_shared_recipe():
+    settings, args, model_args = full()
+    # The lab's own settings that the recipe sets (their dataclass defaults are unset: the recipe is their source).
+    warm_start = (settings.warm_start_games, settings.warm_start_steps, settings.warm_start_batch)
+    assert warm_start + (settings.warm_start_learning_rate,) == (256, 64, 4, 1e-4)
+    assert env_rollout.WordleSettings().episodes is None
+    assert (settings.tier, settings.env_url, settings.episodes, settings.eval_games) == ("t1", "local", 1000, 64)
+    assert (model_args.model_name_or_path, model_args.dtype) == ("Qwen/Qwen3-1.7B", "bfloat16")
+    assert (model_args.use_peft, model_args.lora_r, model_args.lora_alpha) == (True, 32, 64)
+    assert model_args.lora_target_modules in ("all-linear", ["all-linear"])
+    assert (args.output_dir, args.seed, args.learning_rate) == ("wordle-grpo-qwen3-1.7b", 0, 1e-5)
+    assert (args.num_generations, args.per_device_train_batch_size, args.gradient_accumulation_steps) == (4, 1, 32)
+    assert (args.max_completion_length, args.max_tool_calling_iterations, args.max_steps) == (1024, 8, -1)
+    assert args.chat_template_kwargs == {"enable_thinking": False}
+    assert args.reward_weights == [0.0] * len(env_rollout.LOGGED_METRICS)  # logged, never trained on
+    assert (args.use_vllm, args.vllm_mode, args.vllm_gpu_memory_utilization) == (True, "colocate", 0.45)
+    assert (args.save_steps, args.save_total_limit, args.num_generations_eval) == (10, 2, 1)
+    assert checkpointing(args) is True
+
+
+def test_tier_t2_is_qwen3_4b_with_its_own_lora_and_vllm_share():
+    settings, args, model_args = full("--tier", "t2")
+    assert settings.tier == "t2" and model_args.model_name_or_path == "Qwen/Qwen3-4B"
+    assert (model_args.lora_r, model_args.lora_alpha, args.vllm_gpu_memory_utilization) == (64, 128, 0.3)
+    assert args.output_dir == "wordle-grpo-qwen3-4b"
+    assert args.gradient_accumulation_steps == 32  # the shared recipe, under every tier
+
+
+def test_each_recipe_key_is_a_field_some_parser_knows():
+    known = {field.name for cls in (trl.GRPOConfig, trl.ModelConfig, env_rollout.WordleSettings) for field in
+             dataclasses.fields(cls)}  # fmt: skip
+    for name in ("wordle_grpo", "t1", "t2", "tiny", "cpu"):
+        assert set(read_yaml(name)) <= known, name
+
+
+def test_where_it_runs_follows_the_machine_unless_a_flag_says():
+    import torch
+
+    _, args, _ = full()
+    on_gpu = torch.cuda.is_available()
+    assert (args.bf16, args.use_cpu) == (on_gpu, not on_gpu)
+    _, args, _ = full("--bf16", "false", "--use_cpu", "true")
+    assert (args.bf16, args.use_cpu) == (False, True)
+
+
+@pytest.mark.xfail(
+    CHECKPOINTING_RENAMED,
+    strict=True,
+    reason="bug: the recipe's gradient_checkpointing is given as activation_checkpointing (transformers >= 5.25), "
+    "and a flag or --config key under the old name only sets the deprecated alias, which transformers then ignores",
+)
+@pytest.mark.parametrize("name", ["--gradient_checkpointing", "--gradient-checkpointing"])
+def test_the_recipes_own_name_for_checkpointing_turns_it_off(name):
+    _, args, _ = full(name, "false")
+    assert checkpointing(args) is False
+
+
+def test_tiny_over_the_tier_sets_the_cpu_rehearsals_scale_and_keeps_the_episode_budget():
+    settings, args, model_args = full("--tiny")
+    tiny = read_yaml("tiny")
+    for name, value in tiny.items():  # every key of the tiny layer wins over the shared recipe and the tier's
+        owner = next(part for part in (settings, model_args, args) if hasattr(part, name))
+        assert getattr(owner, name) == value, name
+    assert settings.tiny is True and model_args.model_name_or_path == "Qwen/Qwen3-1.7B"  # run_full_tiny sets its own
+    assert (args.output_dir, model_args.dtype, args.use_vllm, model_args.use_peft) == (
+        "wordle-grpo-tiny", "float32", False, True
+    )  # fmt: skip
+    assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (2, 2)
+    assert (args.save_steps, args.max_steps) == (1, 3)  # a checkpoint a step; stopped after 2, resumed to 3
+    assert "max_completion_length" not in tiny and args.max_completion_length == 1024  # --full's own budget
+
+
+def test_flags_override_the_tiny_recipe():
+    settings, args, model_args = full("--tiny", "--lora_r", "4", "--eval-games", "0", "--max_steps", "5")
+    assert settings.tiny and (model_args.lora_r, settings.eval_games, args.max_steps) == (4, 0, 5)
+    assert args.learning_rate == 1e-3  # the rest stays tiny.yaml's
+
+
+def test_a_config_file_overrides_the_recipe_and_the_flags_override_the_file(tmp_path):
+    recipe = tmp_path / "mine.yaml"
+    recipe.write_text("learning_rate: 3.0e-6\nbeta: 0.01\nlora_r: 16\neval_games: 5\n")
+    settings, args, model_args = full("--config", str(recipe), "--beta", "0.02")
+    assert (args.learning_rate, args.beta, model_args.lora_r, settings.eval_games) == (3e-6, 0.02, 16, 5)
+    assert model_args.model_name_or_path == "Qwen/Qwen3-1.7B"  # what the file leaves alone: the recipe's
+    _, args, _ = full("--config", str(recipe), "--tier", "t2")
+    assert args.learning_rate == 3e-6 and args.output_dir == "wordle-grpo-qwen3-4b"  # the file is over the tier
+
+
+def test_any_field_is_a_flag_with_underscores_or_dashes():
+    for spelling in (["--output_dir", "there"], ["--output-dir", "there"], ["--output-dir=there"]):
+        assert full(*spelling)[1].output_dir == "there", spelling
+    _, args, model_args = full("--loss-type", "dr_grpo", "--max_completion_length", "512", "--lora-alpha", "8")
+    assert (args.loss_type, args.max_completion_length, model_args.lora_alpha) == ("dr_grpo", 512, 8)
+    settings, _, _ = full("--env_url", "http://127.0.0.1:8000", "--eval-games", "3", "--episodes", "40")
+    assert (settings.env_url, settings.eval_games, settings.episodes) == ("http://127.0.0.1:8000", 3, 40)
+
+
+@pytest.mark.parametrize(
+    "old, field, value",
+    [
+        (["--model", "my/model"], "model_name_or_path", "my/model"),
+        (["--lora-rank", "16"], "lora_r", 16),
+        (["--lora-rank", "16"], "use_peft", True),
+        (["--lora-rank", "0"], "use_peft", False),
+        (["--lora-rank=0"], "use_peft", False),
+        (["--vllm-mode", "none"], "use_vllm", False),
+        (["--vllm-mode=none"], "use_vllm", False),
+        (["--vllm-mode", "colocate"], "vllm_mode", "colocate"),
+        (["--vllm-mode", "colocate"], "use_vllm", True),
+        (["--vllm-mode", "server", "--vllm-server-url", "http://h:8000"], "use_vllm", True),
+        (["--vllm-mode", "server", "--vllm-server-url", "http://h:8000"], "vllm_mode", "server"),
+        (["--vllm-mode", "server", "--vllm-server-url", "http://h:8000"], "vllm_server_base_url", "http://h:8000"),
+    ],
+)
+def test_the_old_spellings_still_work(old, field, value):
+    _, args, model_args = full(*old)
+    assert getattr(model_args if hasattr(model_args, field) else args, field) == value
+
+
+# --- the refusals ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--tier", "t3"], "--tier must be one of t1, t2, got 't3'"),
+        (["--num_generations", "3"], "generation_batch_size (32) must be divisible by num_generations (3)"),
+        (["--num-generations", "1"], "GRPO requires at least 2 generations per prompt"),
+        (["--episodes", "0"], "--episodes must be >= 1"),
+        (["--eval-games", "-1"], "--eval-games >= 0"),
+        (["--config"], "--config needs a YAML file"),
+        (["--config", "no/such/recipe.yaml"], "cannot read the recipe no/such/recipe.yaml"),
+    ],
+)
+def test_bad_settings_are_a_recipe_error_saying_which(argv, says):
+    with pytest.raises(recipes.RecipeError) as error:
+        full(*argv)
+    assert says in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_config_file_that_is_not_a_mapping_or_not_yaml_is_refused(tmp_path):
+    (tmp_path / "list.yaml").write_text("- learning_rate\n- beta\n")
+    (tmp_path / "broken.yaml").write_text("learning_rate: [1e-5\n")
+    with pytest.raises(recipes.RecipeError, match="must hold a YAML mapping"):
+        full("--config", str(tmp_path / "list.yaml"))
+    with pytest.raises(recipes.RecipeError, match="is not valid YAML"):
+        full("--config", str(tmp_path / "broken.yaml"))
+
+
+def one_line_refusal(result, *says: str) -> None:
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("env_rollout.py --full: error: "), result.stderr
+    for words in says:
+        assert words in lines[0], lines[0]
+
+
+def test_a_config_file_with_an_unknown_key_exits_2_with_one_line(tmp_path):
+    recipe = tmp_path / "typo.yaml"
+    recipe.write_text("learning_rate: 3.0e-6\nlearning_rat: 1.0e-6\n")
+    one_line_refusal(run_script("--full", "--dry-run", "--config", str(recipe), timeout=120), "learning_rat")
+
+
+def test_a_bad_value_exits_2_with_one_line():
+    one_line_refusal(run_script("--full", "--beta", "abc", timeout=120), "--beta", "'abc'")
+
+
+# --- --dry-run ---------------------------------------------------------------------------------------
+
+
+def dry_run(*argv: str) -> dict[str, str]:
+    """`--full --dry-run` with these flags: its `name = value` lines (exit 0)."""
+    result = run_script("--full", "--dry-run", *argv, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [line for line in result.stdout.splitlines() if line and not line.startswith("#")]
+    assert all(re.match(r"^[a-z_0-9]+ = ", line) for line in lines), result.stdout
+    return dict(line.split(" = ", 1) for line in lines)
+
+
+def test_dry_run_prints_the_flag_over_the_config_file_over_the_recipe(tmp_path):
+    recipe = tmp_path / "F.yaml"
+    recipe.write_text("learning_rate: 3.0e-6\n")
+    shown = dry_run("--beta", "0.02", "--config", str(recipe))
+    assert shown["beta"] == "0.02" and shown["learning_rate"] == "3e-06"
+    assert shown["model_name_or_path"] == "Qwen/Qwen3-1.7B" and shown["lora_r"] == "32" and shown["tier"] == "t1"
+    assert shown["dry_run"] == "True" and shown["episodes"] == "1000"
+
+
+def test_dry_run_prints_a_grpo_field_given_as_a_flag():
+    assert dry_run("--loss_type", "dr_grpo")["loss_type"] == "dr_grpo"
+
+
+def test_dry_run_of_tier_t2_names_qwen3_4b():
+    shown = dry_run("--tier", "t2")
+    assert shown["model_name_or_path"] == "Qwen/Qwen3-4B" and shown["tier"] == "t2" and shown["lora_r"] == "64"
+
+
+def test_dry_run_lines_say_when_every_weight_is_trained(tmp_path):
+    from trl import get_peft_config
+
+    settings, args, model_args = full("--use_peft", "false", "--output_dir", str(tmp_path))
+    lines = recipes.dry_run_lines(settings, args, model_args, get_peft_config(model_args))
+    assert "lora = none: every weight is trained" in lines and not any(line.startswith("lora_r") for line in lines)
+    assert f"output_dir = {tmp_path}" in lines and "seed = 0" in lines
+
+
+# --- the CPU modes' configs, from the same recipe files, without flags ---------------------------------
+
+
+def test_grpo_config_reads_recipe_files_without_flags(tmp_path):
+    args = recipes.grpo_config(["wordle_grpo", "t1", "cpu"], output_dir=str(tmp_path), seed=5, max_steps=2)
+    assert (args.output_dir, args.seed, args.max_steps, args.learning_rate) == (str(tmp_path), 5, 2, 1e-5)
+    assert (args.use_cpu, args.bf16, args.use_vllm, checkpointing(args)) == (True, False, False, False)
+    assert args.save_strategy == "no" and args.log_completions is False
+    assert (args.num_generations, args.max_completion_length) == (4, 1024)  # the shape: --full's
+    assert not hasattr(args, "model_name_or_path") and not hasattr(args, "episodes")  # others' keys skipped
