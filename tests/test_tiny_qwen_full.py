@@ -22,25 +22,43 @@ except (ImportError, LookupError) as error:
     pytest.skip(f"the real Wordle is not installed here ({error}); `make test` installs it", allow_module_level=True)
 
 
+HELD_OUT = (
+    r"^held-out games: before solve_rate=(\d\.\d{3}) invalid_move_rate=(\d\.\d{3}); "
+    r"after warm start (?:solve_rate=(\d\.\d{3}) invalid_move_rate=(\d\.\d{3})|skipped); "
+    r"after GRPO solve_rate=(\d\.\d{3}) invalid_move_rate=(\d\.\d{3})$"
+)
+WARM_START = (
+    r"^warm start: (\d+) solver games \((\d+) won\), (\d+) steps, final loss (\d+\.\d{3}), "
+    r"(\d+) assistant tokens trained, (\d+) tool tokens masked"
+)
+
+
 def test_full_tiny_end_to_end(tmp_path):
-    result = run_script("--full", "--tiny", "--output-dir", str(tmp_path / "tiny"), timeout=600)
+    result = run_script("--full", "--tiny", "--output-dir", str(tmp_path / "tiny"), timeout=1500)
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
     assert re.search(r"^preflight: 1 Wordle sessions opened and reset at local in \d+\.\d s$", out, re.M)
-    evaluations = re.findall(
-        r"^wordle solve rate before=(\d\.\d{3}) after=(\d\.\d{3}) \(invalid-move rate before=(\d\.\d{3}) "
-        r"after=(\d\.\d{3}), guesses per solve before=(\S+) after=(\S+)\)$",
-        out,
-        re.M,
+    warm_starts = re.findall(WARM_START + "(.*)$", out, re.M)
+    assert len(warm_starts) == 2, out[-3000:]  # the first run trains it; the resumed run loads it
+    games, won, steps, _, trained, masked, loaded = warm_starts[0]
+    assert int(games) > 0 and int(steps) > 0 and int(trained) > 0 and int(masked) > 0 and not loaded
+    assert (
+        0 <= int(won) <= int(games)
+        and warm_starts[1][:6] == warm_starts[0][:6]
+        and "not trained again" in warm_starts[1][6]
     )
-    assert len(evaluations) == 1  # the first run is stopped before its evaluation after training
+    evaluations = re.findall(HELD_OUT, out, re.M)
+    assert (
+        len(evaluations) == 1 and evaluations[0][2] != ""
+    )  # the first run is stopped before its evaluation after GRPO
     assert re.search(
         r"^first run, stopped as by Ctrl-C: interrupted; last checkpoint: \S+/checkpoint-2\. Continue with --resume\.$",
         out,
         re.M,
     )
     # The resumed step trains at the schedule of the whole run, which a first run of 2 steps would have ended at 0.
-    rates = [float(rate) for rate in re.findall(r"'learning_rate': '([^']+)'", out + result.stderr)]  # TRL's log lines
+    grpo_logs = [line for line in (out + result.stderr).splitlines() if "'frac_reward_zero_std'" in line]
+    rates = [float(rate) for line in grpo_logs for rate in re.findall(r"'learning_rate': '([^']+)'", line)]
     assert len(rates) == 3 and rates[2] > 0, rates
     final = re.search(
         r"^full rehearsal ok: steps=3 resumed_from=checkpoint-2 solve_rate=(\d\.\d{3}) "
@@ -52,6 +70,19 @@ def test_full_tiny_end_to_end(tmp_path):
     adapter = final.group(3)
     assert (tmp_path / "tiny" / "run" / "adapter_config.json").exists() and adapter.endswith("run")
     assert (tmp_path / "tiny" / "run" / "checkpoint-3").is_dir()
+    assert (tmp_path / "tiny" / "run" / "warm-start" / "adapter_model.safetensors").exists()
+
+
+def test_full_tiny_without_the_warm_start_runs_the_pure_rl_recipe(tmp_path):
+    result = run_script(
+        "--full", "--tiny", "--warm-start-games", "0", "--output-dir", str(tmp_path / "tiny"), timeout=1500
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "warm start:" not in result.stdout
+    evaluations = re.findall(HELD_OUT, result.stdout, re.M)
+    assert len(evaluations) == 1 and evaluations[0][2] == "", result.stdout[-2000:]  # after warm start skipped
+    assert "after warm start skipped" in result.stdout
+    assert re.search(r"^full rehearsal ok: steps=3 resumed_from=checkpoint-2 ", result.stdout, re.M)
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +136,7 @@ def test_an_interrupted_run_resumes_on_the_prompts_it_had_not_trained_on(tiny_mo
         training_seeds_by_step(
             monkeypatch, lambda: run_full(settings, broken, model_args, ctrl_c_after_checkpoint(None, 2))
         )
-    with pytest.raises(SystemExit, match="already holds"):
+    with pytest.raises(SystemExit, match="holds a run: pass --resume"):
         run_full(settings, broken, model_args)  # a run is never silently overwritten
 
     resumed = {}
