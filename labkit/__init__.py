@@ -12,4 +12,6 @@ env_check.py (the lesson and the modes import these, never the reverse):
 - `command_line`: the flags of the small modes (--smoke, --rehearse, --learn, ...), one per field of
   their config dataclass, and the checks on their values.
 - `offline_tokenizers`: Qwen3's own tokenizer built offline, and the small tokenizers of the CPU modes.
+- `wordle_solver`, `warm_start`: --full's stage 1, a fair solver's games learnt through TRL's SFTTrainer.
+- `plots`: the learning curves --plot draws.
 """

@@ -335,7 +335,7 @@ def test_resume_without_a_checkpoint_is_refused(tmp_path):
     result = run_script(
         "--full", "--vllm-mode", "none", "--resume", "--output-dir", str(tmp_path), "--env-url", "http://127.0.0.1:9"
     )
-    assert result.returncode != 0 and "no checkpoint" in result.stderr
+    assert result.returncode != 0 and f"--resume: no checkpoint (nor warm start) in {tmp_path}" in result.stderr
 
 
 def test_existing_checkpoint_needs_resume(tmp_path):
