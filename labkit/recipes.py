@@ -242,7 +242,9 @@ def refuse_what_cannot_run(settings, args, model_args, trainer_class=None):
     checkpoint = get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
     warm_started = os.path.exists(os.path.join(args.output_dir, "warm-start", "warm_start.json"))
     if settings.resume and checkpoint is None and not warm_started:
-        raise SystemExit(f"--resume: no checkpoint (nor warm start) in {args.output_dir}; run without --resume to start")
+        raise SystemExit(
+            f"--resume: no checkpoint (nor warm start) in {args.output_dir}; run without --resume to start"
+        )
     if (checkpoint or warm_started) and not settings.resume:
         raise SystemExit(f"{args.output_dir} holds a run: pass --resume to continue it, or another --output_dir")
     return checkpoint
