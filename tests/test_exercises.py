@@ -140,7 +140,7 @@ def test_exercise_1_group_size(sweep):
     assert (min(afters(half_small)), max(afters(half_small))) == (0.740, 0.860), why
     # The same 96 episodes per update in groups of 2: every seed passes, yet most groups teach nothing.
     control = sweep["--group 2 --prompts 48"]
-    assert passing(control) == SEEDS_16 and (min(afters(control)), max(afters(control))) == (0.872, 0.877), why
+    assert passing(control) == SEEDS_16 and (min(afters(control)), max(afters(control))) == (0.872, 0.876), why
     first = [run["zero"][2] for run in control]
     assert (min(first), max(first), control[0]["zero"][3]) == (239, 278, 480), why
     first = [run["zero"][2] for run in default]
