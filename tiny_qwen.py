@@ -1175,7 +1175,7 @@ def cpu_vllm_trainer_class(model_dir: str):
     from safetensors.torch import load_file
     from trl import GRPOTrainer
 
-    warm_start = load_file(os.path.join(model_dir, "model.safetensors"))
+    base = load_file(os.path.join(model_dir, "model.safetensors"))  # the tiny model run_full starts from
 
     class CpuVllmGRPOTrainer(GRPOTrainer):
         vllm_on_cpu = True  # run_full lets colocated vLLM run without CUDA
@@ -1202,15 +1202,21 @@ def cpu_vllm_trainer_class(model_dir: str):
                     + vllm_versions()
                 ) from error
             generation.llm.reset_prefix_cache()
-            synced, moved = compare_vllm_weights(generation.llm, trained, warm_start)
+            reference = getattr(self, "vllm_reference", base)
+            synced, moved = compare_vllm_weights(generation.llm, trained, reference)
             step = self.state.global_step
-            if step == 0:
-                check(moved == 0.0, f"before any step, vLLM's weights differ from the warm start's by {moved:.2e}")
+            if step == 0:  # before any GRPO step: first the base model, then (stage 1) the warm-started adapter
+                first = reference is base
+                check(
+                    not first or moved == 0.0, f"before any step, vLLM's weights differ from the base's by {moved:.2e}"
+                )
+                self.vllm_reference = trained  # what GRPO's steps must move vLLM's weights away from
             if self.accelerator.is_main_process:
                 print(
                     f"vllm weights: synced after step {step} (max |vllm - trained| = {synced:.1e}, "
-                    f"moved from the warm start by {moved:.1e})"
+                    f"moved from the last weights before GRPO by {moved:.1e})"
                 )
-            self.vllm_weights_moved = max(getattr(self, "vllm_weights_moved", 0.0), moved)
+            if step > 0:
+                self.vllm_weights_moved = max(getattr(self, "vllm_weights_moved", 0.0), moved)
 
     return CpuVllmGRPOTrainer
