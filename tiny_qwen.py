@@ -51,7 +51,7 @@ from labkit.offline_tokenizers import (
     train_bpe_tokenizer,
 )
 from labkit.plots import plot_curve
-from labkit.recipes import RECIPES, grpo_config, read_recipe
+from labkit.recipes import grpo_config, recipe_layer
 from labkit.trl_glue import (
     build_grpo_trainer,
     check_trl_reads_tool_calls,
@@ -866,7 +866,7 @@ def prepare_tiny_folder(folder: str) -> None:
 
 
 def run_full_tiny(settings, args, model_args) -> dict:
-    """--full --tiny: the tiny model built and warm-started into <output_dir>/model, then run_full
+    """--full --tiny: the tiny model built and pre-trained into <output_dir>/model, then run_full
     itself on it (the recipe's scale: recipes/tiny.yaml) into <output_dir>/run, interrupted as by
     Ctrl-C after its first checkpoint and resumed."""
     from accelerate import PartialState
@@ -1046,7 +1046,7 @@ def run_show_mask(config: ShowMaskConfig) -> dict:
         trainer = build_grpo_trainer(
             trl_config,
             model_dir,
-            wordle_dataset(read_recipe(os.path.join(RECIPES, "tiny.yaml"))["episodes"], config.seed, words),
+            wordle_dataset(recipe_layer("tiny")["episodes"], config.seed, words),
             functools.partial(WordleEnv, "local"),
             metrics=LOGGED_METRICS,
             trainer_class=recording_trainer_class(),

@@ -61,6 +61,11 @@ def read_recipe(path: str) -> dict:
     return recipe
 
 
+def recipe_layer(name: str) -> dict:
+    """recipes/<name>.yaml as a mapping."""
+    return read_recipe(os.path.join(RECIPES, name + ".yaml"))
+
+
 def spelled_as_trl(argv: list[str]) -> list[str]:
     """The flags with the spellings of RENAMED_FLAGS (and --vllm-mode none, --lora-rank 0) made TRL's."""
     spelled, words = [], iter(argv)
@@ -94,7 +99,7 @@ def parse_full(argv: list[str], settings_class):
     on_gpu = torch.cuda.is_available()
     parser.set_defaults_with_config(bf16=on_gpu, use_cpu=not on_gpu)  # where it runs: the machine's
     for layer in layers:
-        unknown = parser.set_defaults_with_config(**current_names(read_recipe(os.path.join(RECIPES, layer + ".yaml"))))
+        unknown = parser.set_defaults_with_config(**current_names(recipe_layer(layer)))
         if unknown:
             raise RecipeError(f"recipes/{layer}.yaml sets what no parser knows: {' '.join(unknown)}")
     if "--config" in argv:
@@ -210,7 +215,7 @@ def grpo_config(layers: list[str], **overrides):
 
     values = {}
     for layer in layers:
-        values.update(read_recipe(os.path.join(RECIPES, layer + ".yaml")))
+        values.update(recipe_layer(layer))
     values = current_names({**values, **overrides})
     fields = {field.name for field in dataclasses.fields(GRPOConfig) if field.init}
     return GRPOConfig(**{name: value for name, value in values.items() if name in fields})
@@ -240,7 +245,9 @@ def refuse_what_cannot_run(settings, args, model_args, trainer_class=None):
     if settings.warm_start_games and not model_args.use_peft:
         raise SystemExit("--warm-start-games: the warm start trains the LoRA adapter GRPO goes on with (--use_peft)")
     checkpoint = get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
-    warm_started = os.path.exists(os.path.join(args.output_dir, "warm-start", "warm_start.json"))
+    from labkit.warm_start import finished_warm_start
+
+    warm_started = finished_warm_start(args.output_dir) is not None
     if settings.resume and checkpoint is None and not warm_started:
         raise SystemExit(
             f"--resume: no checkpoint (nor warm start) in {args.output_dir}; run without --resume to start"

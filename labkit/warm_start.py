@@ -158,6 +158,14 @@ WARM_START_FOLDER = "warm-start"  # in the run's output_dir: the adapter after s
 FIGURES_FILE = "warm_start.json"
 
 
+def finished_warm_start(output_dir: str) -> str | None:
+    """The folder of the warm start a run in `output_dir` finished (its figures written last), or None."""
+    import os
+
+    folder = os.path.join(output_dir, WARM_START_FOLDER)
+    return folder if os.path.exists(os.path.join(folder, FIGURES_FILE)) else None
+
+
 def sft_config(args, settings, output_dir: str):
     """SFTConfig for stage 1: the warm start's own steps, batch and learning rate; where it runs and
     how (precision, checkpointing, seed, logging) are the GRPO stage's."""
@@ -194,7 +202,7 @@ def run_stage(trainer, games: list[SolverGame], tool, settings, args) -> dict:
 
     folder = os.path.join(args.output_dir, WARM_START_FOLDER)
     model = trainer.model
-    if settings.resume and os.path.exists(os.path.join(folder, FIGURES_FILE)):
+    if settings.resume and finished_warm_start(args.output_dir):
         from peft import set_peft_model_state_dict
         from safetensors.torch import load_file
 
