@@ -40,8 +40,8 @@ def option(default, help: str, **accepts):
 class SmokeConfig:
     """--smoke: tabular GRPO on the number-guessing game, on a CPU in seconds, with checks (the default)"""
 
-    seed: int = option(0, "seed for training and evaluation", at_least=0)
-    n: int = option(8, "the hidden number is in [1, n]", at_least=2)
+    seed: int = option(0, "seed for training and evaluation", at_least=0, at_most=2**32 - 1)
+    n: int = option(8, "the hidden number is in [1, n]", at_least=2, at_most=64, why=": its table grows as n^3")
     max_turns: int = option(3, "guesses per episode", at_least=1)
     iterations: int = option(60, "GRPO updates", at_least=1)
     prompts: int = option(12, "prompts (seeds) per update, one group of rollouts each", at_least=1)
@@ -368,13 +368,13 @@ def train_tabular_grpo(args) -> dict:
         curve.append(rewards.mean().item())
         traces.extend(episode.trace for episode in episodes)
         if lesson_group is None and 0 < rewards[0].sum() < args.group:  # a group with signal, to show
-            lesson_group = (rewards[0].tolist(), advantages[0].tolist())
+            lesson_group = (rewards[0].tolist(), advantages[0].tolist(), groups[0][0].trace)
     return {
         "logits": logits.detach(),
         "states": states,
         "curve": curve,
         "traces": traces,
-        "lesson_group": lesson_group,
+        "lesson_group": lesson_group or (rewards[0].tolist(), advantages[0].tolist(), groups[0][0].trace),
         "zero_advantage": zero_advantage,  # per update: how many of its groups had zero advantage
     }
 
@@ -406,18 +406,19 @@ def check_masking(traces: list[list[TraceEntry]]) -> int:
     return len(traces)
 
 
-def print_lesson(trace: list[TraceEntry], lesson_group) -> None:
-    print("lesson: one training episode, as the trainer sees it (weight 1 = trained, 0 = masked)")
+def print_lesson(rewards: list[float], advantages: list[float], trace: list[TraceEntry]) -> None:
+    """One episode as the trainer sees it, its reward and advantage, and what the update does with it."""
+    print("lesson: one training episode, as the trainer sees it (weight 1 = in the loss, 0 = masked)")
     for entry in trace:
         print(f"  weight {entry.weight}  {entry.role:<9}  {entry.text}")
-    if lesson_group is not None:
-        rewards, advantages = lesson_group
-        print("lesson: one group (one prompt, its rollouts): reward -> advantage")
-        print("  rewards    " + " ".join(f"{r:+6.2f}" for r in rewards))
-        print("  advantages " + " ".join(f"{a:+6.2f}" for a in advantages))
-        print(
-            "  solved rollouts are pushed up, failed ones down; a group that all solved (or all failed) teaches nothing"
-        )
+    push = {1: "pushes its guesses up (more likely)", -1: "pushes its guesses down (less likely)"}
+    push[0] = "leaves its guesses as they are: its group all scored the same"
+    push = push[(advantages[0] > 0) - (advantages[0] < 0)]
+    print(f"  reward {rewards[0]:+.2f}, advantage {advantages[0]:+.2f}: the update {push}")
+    print("lesson: its group (one prompt, its rollouts; the episode above is the first): reward -> advantage")
+    print("  rewards    " + " ".join(f"{r:+6.2f}" for r in rewards))
+    print("  advantages " + " ".join(f"{a:+6.2f}" for a in advantages))
+    print("  solved rollouts are pushed up, failed ones down; a group that all solved (or all failed) teaches nothing")
 
 
 def train_and_evaluate(args) -> tuple[float, float, dict]:
@@ -511,7 +512,7 @@ def run_smoke(args) -> None:
     print(f"masking: {checked} training traces, every prompt and tool response has loss weight 0")
     print("  (the weights the rollouts wrote, read back; TRL's own tool_mask is checked token by token: --rehearse)")
 
-    print_lesson(result["traces"][-1], result["lesson_group"])
+    print_lesson(*result["lesson_group"])
     if args.plot:
         from labkit.plots import plot_curve
 
@@ -841,9 +842,8 @@ def held_out_figures(stage: str, evaluations: dict) -> str:
 # =====================================================================================================
 # Command line: a mode flag, then that mode's own flags
 # =====================================================================================================
-# --full reads its flags with TRL's parser (labkit/recipes.py); the other modes have one flag per field
-# of their config dataclass (SmokeConfig above, CheckConfig below, the tiny-model modes' in tiny_qwen.py),
-# read by labkit/command_line.py.
+# --full, --learn, --rehearse: TRL's parser over their recipes (labkit/recipes.py); the other modes: one
+# flag per field of their config dataclass (SmokeConfig above, the others beside), labkit/command_line.py.
 
 
 MODE_CONFIG_AND_RUN = {  # each mode's config class and runner, in this file or in the module beside it
@@ -886,7 +886,7 @@ def main(argv: list[str] | None = None) -> int:
         run = getattr(mode_module(mode), MODE_CONFIG_AND_RUN[mode][1])
     failures = (SmokeFailure, sessions.WordleServerError, sessions.MissingClientError, *trl_glue.FAILURES)
     try:
-        status = run(*config) if mode == "full" else run(config)
+        status = run(*config) if isinstance(config, tuple) else run(config)  # TRL-parsed: (settings, GRPOConfig...)
     except failures as failure:
         print(f"{mode} FAILED: {failure}", file=sys.stderr)
         return 1

@@ -26,6 +26,7 @@ import random
 import sys
 import tempfile
 import time
+from typing import ClassVar
 
 import torch
 
@@ -51,7 +52,7 @@ from labkit.offline_tokenizers import (
     train_bpe_tokenizer,
 )
 from labkit.plots import plot_curve
-from labkit.recipes import grpo_config, recipe_layer
+from labkit.recipes import grpo_config, parse_cpu_mode, recipe_layer
 from labkit.trl_glue import (
     build_grpo_trainer,
     check_trl_reads_tool_calls,
@@ -324,44 +325,36 @@ def recording_trainer_class():
 
 @dataclasses.dataclass
 class RehearseConfig:
-    """--rehearse: the --full path on a CPU, offline: a tiny Qwen3, GuessEnv, TRL's tool loop, checks"""
+    """--rehearse: the --full path on a CPU, offline: a tiny Qwen3, GuessEnv, TRL's tool loop, checks.
+    Its training settings are GRPOConfig's: recipes/rehearse.yaml over --full's recipe, and any flag."""
 
-    seed: int = option(0, "seed for the tokenizer, the model, the warm start and TRL", at_least=0)
-    warm_start_steps: int = option(150, "supervised steps on the tool-call format", at_least=1)
-    rehearse_steps: int = option(4, "GRPO steps through TRL", at_least=1)
-    learning_rate: float = option(1e-4, "GRPO learning rate", positive=True)
-    num_generations: int = option(4, "G: rollouts per prompt", at_least=2)
-    rollouts_per_step: int = option(8, "rollouts per GRPO step, generated in one batch", at_least=2)
-    max_completion_length: int = option(192, "tokens in a whole episode", at_least=1)
+    RECIPES: ClassVar[tuple] = ("wordle_grpo", "cpu", "rehearse")
+    RENAMED_FLAGS: ClassVar[dict] = {
+        "--rehearse-steps": "--max_steps",
+        "--rollouts-per-step": "--per_device_train_batch_size",
+    }
 
+    warm_start_steps: int = option(150, "supervised steps on the tool-call format")
 
-def cpu_run_config(output_dir: str, seed: int, rollouts_per_step: int, steps: int, **scale):
-    """--full's recipe (recipes/wordle_grpo.yaml) where the CPU modes run it (recipes/cpu.yaml), at a
-    tiny model's scale: all of a step's rollouts in one batch, the run's own seed and length, no LoRA;
-    `scale`: the mode's other GRPOConfig fields."""
-    one_batch = dict(
-        output_dir=output_dir,
-        seed=seed,
-        per_device_train_batch_size=rollouts_per_step,
-        gradient_accumulation_steps=1,
-        per_device_eval_batch_size=rollouts_per_step,
-        max_steps=steps,
-    )
-    return grpo_config(["wordle_grpo", "cpu"], **{**one_batch, **scale})
+    def __post_init__(self):
+        if self.warm_start_steps < 1:
+            raise ValueError(f"--warm-start-steps must be a whole number >= 1, got {self.warm_start_steps}")
+
+    def scale(self, args) -> dict:
+        at_least_one_step(args)
+        return {}
 
 
-def rehearsal_config(config: RehearseConfig, output_dir: str):
-    """--full's configuration with the rehearsal's scale: one batch of G-rollout groups per step,
-    transformers generation, short episodes."""
-    return cpu_run_config(
-        output_dir,
-        config.seed,
-        config.rollouts_per_step,
-        config.rehearse_steps,
-        learning_rate=config.learning_rate,
-        num_generations=config.num_generations,
-        max_completion_length=config.max_completion_length,
-    )
+def at_least_one_step(args) -> None:
+    if args.max_steps < 1:  # TRL's -1 would train for num_train_epochs instead
+        raise ValueError(
+            f"--max_steps (--learn-steps, --rehearse-steps) must be a whole number >= 1, got {args.max_steps}"
+        )
+
+
+def rehearsal_config(*flags: str):
+    """(RehearseConfig, GRPOConfig) for these flags, read as `env_rollout.py --rehearse` reads them."""
+    return parse_cpu_mode(list(flags), RehearseConfig, "env_rollout.py --rehearse")
 
 
 def guess_dataset(rows: int, first_seed: int = 0):
@@ -374,19 +367,19 @@ def guess_dataset(rows: int, first_seed: int = 0):
     return Dataset.from_list([{"prompt": prompt, "seed": first_seed + i} for i in range(rows)])
 
 
-def run_rehearse(args) -> None:
+def run_rehearse(settings: RehearseConfig, trl_config) -> None:
     started = time.perf_counter()
     torch.set_num_threads(1)  # tiny matrices: a second thread costs more than it saves (measured)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
-    tokenizer = build_tiny_tokenizer(args.seed)
-    model = build_tiny_model(tokenizer, args.seed)
-    loss = warm_start(model, tokenizer, steps=args.warm_start_steps, seed=args.seed)
-    print(f"warm start: {args.warm_start_steps} steps on random-guess episodes, final loss {loss:.3f}")
+    tokenizer = build_tiny_tokenizer(trl_config.seed)
+    model = build_tiny_model(tokenizer, trl_config.seed)
+    loss = warm_start(model, tokenizer, steps=settings.warm_start_steps, seed=trl_config.seed)
+    print(f"warm start: {settings.warm_start_steps} steps on random-guess episodes, final loss {loss:.3f}")
 
     dataset = guess_dataset(64)
     with tempfile.TemporaryDirectory(prefix="rehearsal-") as output_dir:
-        trl_config = rehearsal_config(args, output_dir)
+        trl_config.output_dir = output_dir  # nothing is kept (TrainingArguments only expands this path)
         trainer = build_grpo_trainer(
             trl_config,
             model,
@@ -401,14 +394,15 @@ def run_rehearse(args) -> None:
         trainer.train()
 
     history = [entry for entry in trainer.state.log_history if "tools/call_frequency" in entry]
-    tool_calls = sum(entry["tools/call_frequency"] for entry in history) * args.rollouts_per_step  # it is per rollout
+    rollouts_per_step = trl_config.per_device_train_batch_size * trl_config.gradient_accumulation_steps
+    tool_calls = sum(entry["tools/call_frequency"] for entry in history) * rollouts_per_step  # it is per rollout
     masked = sum(m for m, _ in trainer.mask_counts)
     trained = sum(t for _, t in trainer.mask_counts)
     check(
-        trainer.state.global_step == args.rehearse_steps,
-        f"ran {trainer.state.global_step} GRPO steps, not {args.rehearse_steps}",
+        trainer.state.global_step == trl_config.max_steps,
+        f"ran {trainer.state.global_step} GRPO steps, not {trl_config.max_steps}",
     )
-    check(len(trainer.mask_counts) >= args.rehearse_steps, "the tool_mask check did not run on every batch")
+    check(len(trainer.mask_counts) >= trl_config.max_steps, "the tool_mask check did not run on every batch")
     check(tool_calls > 0, "the model made no tool call TRL could parse: the warm start did not teach the format")
     check(masked > 0, "no token was masked: no tool response reached the completions")
     rewards = [round(entry.get("rewards/GuessEnv/mean", float("nan")), 3) for entry in history]
@@ -453,40 +447,36 @@ def run_rehearse(args) -> None:
 
 @dataclasses.dataclass
 class LearnConfig:
-    """--learn: a tiny Qwen3 learns GuessEnv through TRL's GRPOTrainer on a CPU (minutes), evaluated before and after"""
+    """--learn: a tiny Qwen3 learns GuessEnv through TRL's GRPOTrainer on a CPU (minutes), evaluated before
+    and after. Its training settings are GRPOConfig's: recipes/learn.yaml over --full's recipe, and any flag."""
 
-    seed: int = option(0, "seed for the tokenizer, the model, the warm start, TRL and the evaluation", at_least=0)
-    learn_steps: int = option(
-        300, "GRPO steps: seeds take off anywhere from step 30 to past 120 (docs/learn.md)", at_least=1
+    RECIPES: ClassVar[tuple] = ("wordle_grpo", "cpu", "learn")
+    RENAMED_FLAGS: ClassVar[dict] = {"--learn-steps": "--max_steps"}
+
+    learn_prompts: int | None = option(
+        None, "prompts per GRPO step, G rollouts each, all in one batch (the recipe's: 64)"
     )
-    learn_prompts: int = option(64, "prompts per GRPO step, G rollouts each", at_least=1)
-    learn_eval_episodes: int = option(400, "held-out episodes, before and after GRPO", at_least=100)
+    learn_eval_episodes: int = option(400, "held-out episodes, before and after GRPO (at least 100)")
     mask: bool = option(True, "observation masking: the environment's tokens weigh 0 in the loss (--no-mask: 1)")
     plot: str | None = option(None, "write TRL's batch success per step to this PNG (needs matplotlib)", metavar="PATH")
-    warm_start_steps: int = option(400, "supervised format steps (batch 32) on episodes of random guesses", at_least=1)
+    warm_start_steps: int = option(400, "supervised format steps (batch 32) on episodes of random guesses")
     closing: str = option("", "what the model writes after the last tool response; empty: it ends its turn")
-    num_generations: int = option(8, "G: rollouts per prompt", at_least=2)
-    learning_rate: float = option(
-        3e-3, "large by LLM standards: the model is tiny and starts from scratch", positive=True
-    )
-    warmup_steps: int = option(20, "linear warm-up, then linear decay to 0 (TRL's default schedule)", at_least=0)
-    max_completion_length: int = option(
-        32, "the whole episode: 3 calls of 4 tokens, 3 responses, the closing", at_least=1
-    )
-    max_tool_calling_iterations: int = option(3, "tool calls per episode: GuessEnv allows 3 guesses", at_least=1)
-    mask_truncated_completions: bool = option(
-        False, "drop episodes cut off at the budget from the loss (biased: README, 'What limits a tiny model')"
-    )
-    beta: float = option(
-        0.04,
-        "KL penalty towards the warm-started model (TRL's beta): holds the format and exploration",
-        non_negative=True,
-    )
-    max_grad_norm: float = option(
-        1.0,
-        "clip each step's gradient to this global norm (TRL's default; 0.2 was swept: docs/learn.md)",
-        positive=True,
-    )
+
+    def __post_init__(self):
+        for name, least in (("learn_prompts", 1), ("learn_eval_episodes", 100), ("warm_start_steps", 1)):
+            if getattr(self, name) is not None and getattr(self, name) < least:
+                raise ValueError(
+                    f"--{name.replace('_', '-')} must be a whole number >= {least}, got {getattr(self, name)}"
+                )
+
+    def scale(self, args) -> dict:
+        """The GRPOConfig fields that follow from these settings: a step's rollouts in one batch, the
+        held-out episodes in another, and each logged metric weighed 0."""
+        at_least_one_step(args)
+        batches = {"per_device_eval_batch_size": self.learn_eval_episodes, "reward_weights": [0.0] * len(LEARN_METRICS)}
+        if self.learn_prompts is not None:
+            batches["per_device_train_batch_size"] = self.learn_prompts * args.num_generations
+        return batches
 
 
 def learn_tokenizer(seed: int = 0):
@@ -623,25 +613,9 @@ def learning_trainer_class(observation_masking: bool = True):
     return LearningGRPOTrainer
 
 
-def learn_config(config: LearnConfig, output_dir: str):
-    """--full's configuration with --learn's scale and recipe: `learn_prompts` groups of G rollouts,
-    one batch per step, short episodes, a warm-up; the evaluation in one batch of single episodes."""
-    return cpu_run_config(
-        output_dir,
-        config.seed,
-        config.learn_prompts * config.num_generations,
-        config.learn_steps,
-        learning_rate=config.learning_rate,
-        num_generations=config.num_generations,
-        max_completion_length=config.max_completion_length,
-        max_tool_calling_iterations=config.max_tool_calling_iterations,
-        warmup_steps=config.warmup_steps,
-        mask_truncated_completions=config.mask_truncated_completions,
-        beta=config.beta,
-        max_grad_norm=config.max_grad_norm,
-        reward_weights=[0.0] * len(LEARN_METRICS),
-        per_device_eval_batch_size=config.learn_eval_episodes,
-    )
+def learn_config(*flags: str):
+    """(LearnConfig, GRPOConfig) for these flags, read as `env_rollout.py --learn` reads them."""
+    return parse_cpu_mode(list(flags), LearnConfig, "env_rollout.py --learn")
 
 
 def evaluate_guessing(trainer, seed: int) -> dict:
@@ -660,7 +634,7 @@ def evaluate_guessing(trainer, seed: int) -> dict:
     }
 
 
-def run_learn(args) -> dict:
+def run_learn(settings: LearnConfig, trl_config) -> dict:
     """Warm start, evaluate, train, evaluate. Returns the two evaluations and the trainer."""
     from transformers.utils import logging as transformers_logging
 
@@ -669,20 +643,23 @@ def run_learn(args) -> dict:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     env = GuessEnv()
     optimum, random_rate = success_optimum(env.n, env.max_turns), success_random(env.n, env.max_turns)
-    tokenizer = learn_tokenizer(args.seed)
-    model = build_tiny_model(tokenizer, args.seed)
+    tokenizer = learn_tokenizer(trl_config.seed)
+    model = build_tiny_model(tokenizer, trl_config.seed)
     thermometer_number_embeddings(model, tokenizer, env.n)
     print(
         f"tokenizer: a 3-guess episode is {three_guess_tokens(tokenizer)} tokens "
-        f"({three_guess_tokens(build_tiny_tokenizer(args.seed))} with the rehearsal's tokenizer)"
+        f"({three_guess_tokens(build_tiny_tokenizer(trl_config.seed))} with the rehearsal's tokenizer)"
     )
-    loss = warm_start(model, tokenizer, args.warm_start_steps, batch=32, seed=args.seed, closing=args.closing)
-    print(f"warm start: {args.warm_start_steps} steps on random-guess episodes, final loss {loss:.3f}")
+    loss = warm_start(
+        model, tokenizer, settings.warm_start_steps, batch=32, seed=trl_config.seed, closing=settings.closing
+    )
+    print(f"warm start: {settings.warm_start_steps} steps on random-guess episodes, final loss {loss:.3f}")
 
-    dataset = guess_dataset(args.learn_prompts * args.learn_steps)  # a fresh prompt for every group
-    held_out = guess_dataset(args.learn_eval_episodes, first_seed=EVAL_FIRST_SEED)
+    prompts_per_step = trl_config.generation_batch_size // trl_config.num_generations
+    dataset = guess_dataset(prompts_per_step * trl_config.max_steps)  # a fresh prompt for every group
+    held_out = guess_dataset(settings.learn_eval_episodes, first_seed=EVAL_FIRST_SEED)
     with tempfile.TemporaryDirectory(prefix="learn-") as output_dir:
-        trl_config = learn_config(args, output_dir)
+        trl_config.output_dir = output_dir  # nothing is kept (TrainingArguments only expands this path)
         transformers_logging.disable_progress_bar()  # a 0.5 MB model: no bars for saving and loading it
         warm_started = os.path.join(output_dir, "warm-start")  # a folder, as a hub model would be: TRL
         model.save_pretrained(warm_started)  # loads the policy, and with --beta the reference, from it
@@ -693,24 +670,24 @@ def run_learn(args) -> dict:
             GuessEnv,
             eval_dataset=held_out,
             processing_class=tokenizer,
-            trainer_class=learning_trainer_class(observation_masking=args.mask),
+            trainer_class=learning_trainer_class(observation_masking=settings.mask),
             metrics=LEARN_METRICS,
         )
         check_trl_reads_tool_calls(trainer, env.reset(), env.guess, {"value": 4})
-        before = evaluate_guessing(trainer, args.seed)
+        before = evaluate_guessing(trainer, trl_config.seed)
         check(
             before["calls"] > 0,
-            f"TRL parsed no tool call in {args.learn_eval_episodes} episodes of the warm-started model "
+            f"TRL parsed no tool call in {settings.learn_eval_episodes} episodes of the warm-started model "
             f"({before['wasted']:.3f} calls per episode played no guess): GRPO would train on nothing. "
             + library_versions(),
         )
-        print(f"before GRPO: success {before['success']:.3f} on {args.learn_eval_episodes} held-out episodes")
+        print(f"before GRPO: success {before['success']:.3f} on {settings.learn_eval_episodes} held-out episodes")
         grpo_started = time.perf_counter()
         trainer.train()
         grpo_seconds = time.perf_counter() - grpo_started
-        after = evaluate_guessing(trainer, args.seed)
+        after = evaluate_guessing(trainer, trl_config.seed)
     curve = [entry["reward"] for entry in trainer.state.log_history if "reward" in entry]  # eval's is eval_reward
-    masking = "on" if args.mask else "OFF (--no-mask: the model is also trained on the environment's tokens)"
+    masking = "on" if settings.mask else "OFF (--no-mask: the model is also trained on the environment's tokens)"
     print(
         f"grpo: {trainer.state.global_step} steps of {trl_config.per_device_train_batch_size} episodes, observation "
         f"masking {masking}, batch success first {curve[0]:.3f} last {curve[-1]:.3f}, {grpo_seconds:.0f} s"
@@ -725,13 +702,18 @@ def run_learn(args) -> dict:
         f"tiny model success before={before['success']:.3f} after={after['success']:.3f} "
         f"(optimum {optimum:.3f}, random {random_rate:.3f})"
     )
-    if args.plot:
+    if settings.plot:
         plot_curve(
-            args.plot, curve, optimum, random_rate, title="Tiny Qwen3, TRL GRPOTrainer, GuessEnv", xlabel="GRPO step"
+            settings.plot,
+            curve,
+            optimum,
+            random_rate,
+            title="Tiny Qwen3, TRL GRPOTrainer, GuessEnv",
+            xlabel="GRPO step",
         )
-        print(f"plot: {args.plot}")
+        print(f"plot: {settings.plot}")
     print(
-        f"learn: {args.learn_eval_episodes} evaluation episodes each side, through TRL's evaluation, "
+        f"learn: {settings.learn_eval_episodes} evaluation episodes each side, through TRL's evaluation, "
         f"{time.perf_counter() - started:.0f} s in all"
     )
     return {"before": before, "after": after, "trainer": trainer}

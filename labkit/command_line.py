@@ -1,27 +1,32 @@
 """The command line of env_rollout.py: a mode flag, then that mode's own flags.
 
---full's flags are TRL's: labkit/recipes.py reads them with TRL's parser. Every other mode has one
-flag per field of its config dataclass, with the field's default and its one-line doc (the
-`option()` metadata of env_rollout.py: help=, and what values it accepts: at_least=, positive=,
+--full's flags, and those of --learn and --rehearse, are TRL's: labkit/recipes.py reads them with
+TRL's parser over the recipes. Every other mode has one flag per field of its config dataclass, with the field's default and its one-line doc (the
+`option()` metadata of env_rollout.py: help=, and what values it accepts: at_least= (at_most=, why=), positive=,
 non_negative=, fraction=, choices=, metavar=, flag=False). A flag of another mode is refused,
 naming the mode it belongs to. Nothing here imports the lesson: its config classes are handed in."""
 
 import argparse
 import dataclasses
+import importlib.util
 import math
+import os
 import sys
 
 MODES = ("smoke", "full", "rehearse", "learn", "show-mask", "check")  # --check last: it takes a value
 
 
-def int_at_least(minimum: int):
+def int_in_range(minimum: int, maximum: int | None = None, why: str = ""):
+    """A whole number >= minimum (and <= maximum, if given; `why` says why the bound)."""
+    wanted = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a whole number >= {minimum}, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be a whole number >= {minimum}, got {value}")
+            raise argparse.ArgumentTypeError(f"must be a whole number {wanted}, got {text!r}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"must be a whole number {wanted}, got {value}{why}")
         return value
 
     return parse
@@ -49,6 +54,13 @@ def flag_of(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line (what was wrong, what is allowed), not a usage block."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows a flag's default only where it has one worth showing (not for switches or unset values)."""
 
@@ -60,7 +72,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 def config_parser(mode: str, config_class) -> argparse.ArgumentParser:
     """The flags of one mode, one per field of its config, with the field's default and doc."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog=f"env_rollout.py --{mode}" + (" MODULE:CLASS" if mode == "check" else ""),
         description=config_class.__doc__,
         formatter_class=HelpFormatter,
@@ -80,7 +92,7 @@ def config_parser(mode: str, config_class) -> argparse.ArgumentParser:
             kwargs["choices"] = list(accepts.pop("choices"))
             del kwargs["metavar"]
         elif "at_least" in accepts:
-            kwargs["type"] = int_at_least(accepts.pop("at_least"))
+            kwargs["type"] = int_in_range(accepts.pop("at_least"), accepts.pop("at_most", None), accepts.pop("why", ""))
         elif accepts:
             kwargs["type"] = VALUE_CHECKS[next(iter(accepts))]
         parser.add_argument(flag_of(field.name), **kwargs)
@@ -88,7 +100,7 @@ def config_parser(mode: str, config_class) -> argparse.ArgumentParser:
 
 
 def mode_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="env_rollout.py",
         description="Agentic RL in one file: a tool environment, GRPO, observation masking.",
         allow_abbrev=False,
@@ -121,20 +133,36 @@ def full_help(config_class_of) -> str:
         "Agentic RL in one file: a tool environment, GRPO, observation masking.",
     ]
     for mode in MODES:
-        text = FULL_HELP if mode == "full" else config_parser(mode, config_class_of(mode)).format_help()
+        config_class = config_class_of(mode)
+        text = FULL_HELP if mode == "full" else config_parser(mode, config_class).format_help()
+        if mode != "full" and read_by_trl(mode, config_class):
+            renamed = ", ".join(f"{old} is {new}" for old, new in config_class.RENAMED_FLAGS.items())
+            text += f"\nand any field of TRL's GRPOConfig as a flag ({renamed}); --{mode} --help lists them\n"
         lines += ["", "=" * 100, text.rstrip()]
     return "\n".join(lines)
 
 
-def full_flags(argv: list[str], settings_class):
-    """(settings, GRPOConfig, ModelConfig) for --full, or one line on stderr and exit status 2."""
+def recipe_flags(mode: str, argv: list[str], config_class_of):
+    """--full's (settings, GRPOConfig, ModelConfig), or a CPU mode's (settings, GRPOConfig), read by
+    TRL's parser over the recipes; or one line on stderr and exit status 2."""
     from labkit import recipes
 
     try:
-        return recipes.parse_full(argv, settings_class)
+        if mode == "full":
+            return recipes.parse_full(argv, config_class_of(mode))
+        return recipes.parse_cpu_mode(argv, config_class_of(mode), f"env_rollout.py --{mode}")
     except recipes.RecipeError as error:
-        print(f"env_rollout.py --full: error: {error}", file=sys.stderr)
+        for flag in (word.split("=")[0] for word in getattr(error, "words", []) if word.startswith("--")):
+            if other := owners(flag, config_class_of):
+                error = f"{flag} belongs to {' and '.join(other)}, not --{mode}"
+                break
+        print(f"env_rollout.py --{mode}: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def read_by_trl(mode: str, config_class) -> bool:
+    """Whether TRL's parser reads this mode's flags: --full, and the CPU modes that run its recipe."""
+    return mode == "full" or hasattr(config_class, "RECIPES")
 
 
 def parse(argv: list[str], config_class_of):
@@ -143,12 +171,25 @@ def parse(argv: list[str], config_class_of):
     chosen, rest = mode_parser().parse_known_args(argv)
     if chosen.check_target is not None:
         chosen.mode = "check"
+    missing = [name for name in ("transformers", "trl", "datasets") if importlib.util.find_spec(name) is None]
+    if chosen.mode != "smoke" and missing:
+        print(
+            f"env_rollout.py --{chosen.mode} needs {', '.join(missing)}, not installed in this Python ({sys.executable}). "
+            f"`make test` installs them into .venv (`make smoke` installs only --smoke's torch); then run "
+            f".venv/bin/python env_rollout.py --{chosen.mode}",
+            file=sys.stderr,
+        )
+        raise SystemExit(1)
     if chosen.help:  # one mode's flags when a mode was named, every mode's otherwise
         named = chosen.mode != "smoke" or "--smoke" in argv
         if chosen.mode == "full":
             from labkit import recipes
 
             recipes.print_full_help(config_class_of("full"))
+        elif read_by_trl(chosen.mode, config_class_of(chosen.mode)):
+            from labkit import recipes
+
+            recipes.print_cpu_mode_help(config_class_of(chosen.mode), f"env_rollout.py --{chosen.mode}")
         else:
             print(
                 config_parser(chosen.mode, config_class_of(chosen.mode)).format_help()
@@ -156,16 +197,15 @@ def parse(argv: list[str], config_class_of):
                 else full_help(config_class_of)
             )
         raise SystemExit(0)
-    if chosen.mode == "full":
-        return "full", full_flags(rest, config_class_of("full"))
     config_class = config_class_of(chosen.mode)
+    if read_by_trl(chosen.mode, config_class):
+        return chosen.mode, with_checked_plot(chosen.mode, recipe_flags(chosen.mode, rest, config_class_of))
     parser = config_parser(chosen.mode, config_class)
     values, unknown = parser.parse_known_args(rest)
     for word in unknown:
         flag = word.split("=")[0]
-        owners = [f"--{mode}" for mode in MODES if flag in map(flag_of, fields_of(config_class_of(mode)))]
-        if owners:
-            parser.error(f"{flag} belongs to {' and '.join(owners)}, not --{chosen.mode}")
+        if other := owners(flag, config_class_of):
+            parser.error(f"{flag} belongs to {' and '.join(other)}, not --{chosen.mode}")
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if chosen.mode == "check":
         values.target = chosen.check_target
@@ -173,13 +213,49 @@ def parse(argv: list[str], config_class_of):
         config = config_class(**vars(values))
     except ValueError as error:
         parser.error(str(error))
-    if getattr(config, "plot", None):
+    return chosen.mode, with_checked_plot(chosen.mode, config)
+
+
+def with_checked_plot(mode: str, config):
+    """The config with --plot's path checked before any work (and .png added where it has no
+    extension, so that the name printed is the name written); or one line and exit status 2."""
+    settings = config[0] if isinstance(config, tuple) else config
+    if getattr(settings, "plot", None):
         try:
-            import matplotlib  # noqa: F401  (only --plot needs it)
-        except ImportError:
-            parser.error("--plot needs matplotlib, which is not installed: pip install matplotlib")
-    return chosen.mode, config
+            settings.plot = plot_path(settings.plot)
+        except ValueError as error:
+            print(f"env_rollout.py --{mode}: error: {error}", file=sys.stderr)
+            raise SystemExit(2) from None
+    return config
 
 
-def fields_of(config_class) -> list[str]:
-    return [field.name for field in dataclasses.fields(config_class)]
+def plot_path(path: str) -> str:
+    try:
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError:
+        raise ValueError("--plot needs matplotlib, which is not installed: pip install matplotlib") from None
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    extension = os.path.splitext(path)[1]
+    if not extension:
+        path += ".png"
+    elif extension[1:].lower() not in kinds:
+        raise ValueError(f"--plot {path}: matplotlib writes {', '.join(sorted(kinds))}, not {extension}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"--plot {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"--plot {path}: the folder {folder} is not writable")
+    return path
+
+
+def owners(flag: str, config_class_of) -> list[str]:
+    """The modes (of those with flags of their own, not --full's many) that take this flag."""
+    return [f"--{mode}" for mode in MODES if mode != "full" and flag in flags_of(config_class_of(mode))]
+
+
+def flags_of(config_class) -> list[str]:
+    """A mode's own flags: one per field (and --no-X for a switch that is on), and its renamed ones."""
+    fields = dataclasses.fields(config_class)
+    switches_on = [field for field in fields if field.default is True]
+    flags = [flag_of(field.name) for field in fields] + [flag_of("no_" + field.name) for field in switches_on]
+    return flags + list(getattr(config_class, "RENAMED_FLAGS", {}))

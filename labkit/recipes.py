@@ -1,5 +1,6 @@
 """`--full`'s settings, read by TRL's own parser (TrlParser, over GRPOConfig, ModelConfig and the lab's
-own settings dataclass) from the recipe files in recipes/, and --dry-run's printout of them.
+own settings dataclass) from the recipe files in recipes/, and --dry-run's printout of them. --learn
+and --rehearse read theirs the same way (parse_cpu_mode), over --full's recipe and their own.
 
 Layers, each over the last, as in TRL's example scripts with `--config`:
 1. recipes/wordle_grpo.yaml: the Wordle recipe, shared by every tier;
@@ -13,6 +14,7 @@ unless a flag sets them. Nothing here imports the lesson."""
 
 import argparse
 import dataclasses
+import math
 import os
 import sys
 
@@ -33,6 +35,14 @@ class RecipeError(ValueError):
     """A recipe file or a flag of --full that cannot be used; the message says which and why."""
 
 
+class UnknownFlags(RecipeError):
+    """Words no parser of the mode takes (`words`): the command line says which mode a flag belongs to."""
+
+    def __init__(self, words: list[str]):
+        super().__init__(f"unrecognized arguments: {' '.join(words)}")
+        self.words = words
+
+
 # Fields that a newer transformers renamed: the recipes keep the name every supported release knows,
 # and it is given under the new one where the installed release has it (5.25 warns on the old name).
 RENAMED_FIELDS = {"gradient_checkpointing": "activation_checkpointing"}
@@ -44,6 +54,16 @@ def current_names(recipe: dict) -> dict:
 
     fields = {field.name for field in dataclasses.fields(GRPOConfig)}
     return {RENAMED_FIELDS[k] if RENAMED_FIELDS.get(k) in fields else k: v for k, v in recipe.items()}
+
+
+def renamed_field_flags() -> dict:
+    """The flags of RENAMED_FIELDS, both spellings, under the name the installed GRPOConfig takes."""
+    flags = {}
+    for old in RENAMED_FIELDS:
+        (new,) = current_names({old: None})
+        if new != old:
+            flags.update({f"--{old}": f"--{new}", f"--{old.replace('_', '-')}": f"--{new}"})
+    return flags
 
 
 def read_recipe(path: str) -> dict:
@@ -78,14 +98,20 @@ def spelled_as_trl(argv: list[str]) -> list[str]:
             value = value if has_value else next(words, "")
             spelled += ["--use_peft", "false"] if value == "0" else ["--use_peft", "true", "--lora_r", value]
         else:
-            spelled.append(RENAMED_FLAGS.get(flag, flag) + (f"={value}" if has_value else ""))
+            spelled.append(renamed(word, RENAMED_FLAGS))
     return spelled
+
+
+def renamed(word: str, names: dict) -> str:
+    """A flag (or --flag=value) under its new name, if `names` renames it."""
+    flag, has_value, value = word.partition("=")
+    return names.get(flag, flag) + (f"={value}" if has_value else "")
 
 
 def parse_full(argv: list[str], settings_class):
     """(settings, GRPOConfig, ModelConfig) for `--full` with these flags; RecipeError for a bad one."""
     import torch
-    from trl import GRPOConfig, ModelConfig, TrlParser
+    from trl import GRPOConfig, ModelConfig
 
     argv = spelled_as_trl(argv)
     chooser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
@@ -94,38 +120,106 @@ def parse_full(argv: list[str], settings_class):
     chosen, _ = chooser.parse_known_args(argv)
     if chosen.tier not in TIERS:
         raise RecipeError(f"--tier must be one of {', '.join(TIERS)}, got {chosen.tier!r}")
-    parser = TrlParser((settings_class, GRPOConfig, ModelConfig), prog="env_rollout.py --full")
-    layers = [SHARED_RECIPE, chosen.tier] + (["tiny"] if chosen.tiny.lower() in ("true", "1", "yes") else [])
     on_gpu = torch.cuda.is_available()
-    parser.set_defaults_with_config(bf16=on_gpu, use_cpu=not on_gpu)  # where it runs: the machine's
-    for layer in layers:
-        unknown = parser.set_defaults_with_config(**current_names(recipe_layer(layer)))
-        if unknown:
-            raise RecipeError(f"recipes/{layer}.yaml sets what no parser knows: {' '.join(unknown)}")
+    where = {"bf16": on_gpu, "use_cpu": not on_gpu}  # where it runs: the machine's
+    layers = [where, SHARED_RECIPE, chosen.tier] + (["tiny"] if chosen.tiny.lower() in ("true", "1", "yes") else [])
+    return parse_with_recipes(argv, (settings_class, GRPOConfig, ModelConfig), layers, "env_rollout.py --full")
+
+
+def parse_cpu_mode(argv: list[str], settings_class, prog: str):
+    """(settings, GRPOConfig) for a CPU mode that runs --full's recipe at its own scale (--learn,
+    --rehearse). Its layers are `settings_class.RECIPES`: of --full's (all but the last) only the GRPOConfig
+    fields, not its model or Wordle settings; then the mode's own. `settings_class.RENAMED_FLAGS` are
+    translated; `settings_class.scale(args)` gives the fields that follow from others (a step's batch
+    from its prompts and G), which flags still override."""
+    from trl import GRPOConfig
+
+    argv = [renamed(word, settings_class.RENAMED_FLAGS) for word in argv]
+    layers = cpu_mode_layers(settings_class)
+    return parse_with_recipes(argv, (settings_class, GRPOConfig), layers, prog, derived=settings_class.scale)
+
+
+def cpu_mode_layers(settings_class) -> list:
+    from trl import GRPOConfig
+
+    training = {field.name for field in dataclasses.fields(GRPOConfig)}
+    *shared, own = settings_class.RECIPES
+    return [{k: v for k, v in current_names(recipe_layer(name)).items() if k in training} for name in shared] + [own]
+
+
+def parse_with_recipes(argv, dataclass_types, layers, prog: str, derived=None):
+    """TRL's parser over `dataclass_types`, whose defaults are the recipe layers (names in recipes/, or
+    mappings), each over the last; then --config FILE.yaml and the flags, as in TRL's example scripts.
+    derived(*parsed): defaults that follow from the parsed values, set before the flags are read once
+    more (so that a flag still wins)."""
+    parser = recipe_parser(dataclass_types, layers, prog)
     if "--config" in argv:
         index = argv.index("--config")
         if index + 1 >= len(argv):
             raise RecipeError("--config needs a YAML file: --config recipe.yaml")
-        read_recipe(argv[index + 1])  # a clear line for a file that is missing or not YAML
-    stderr, sys.stderr = sys.stderr, _FirstLine(sys.stderr)  # argparse's usage block, cut to its error
+        recipe = read_recipe(argv[index + 1])  # a clear line for a file that is missing or not YAML
+        # TRL sets a renamed field under its old name only, which the new release then ignores.
+        parser.set_defaults_with_config(**{k: v for k, v in current_names(recipe).items() if k not in recipe})
+    argv = [renamed(word, renamed_field_flags()) for word in argv]
+    stderr, sys.stderr = sys.stderr, _FirstLine(sys.stderr, prog)  # argparse's usage block, cut to its error
     try:
-        return parser.parse_args_and_config(argv)
-    except ValueError as error:  # GRPOConfig's own checks, and unknown keys in --config's file
+        *parsed, unknown = parser.parse_args_and_config(argv, return_remaining_strings=True)
+        if unknown:
+            raise UnknownFlags(unknown)
+        if derived is not None:
+            parser.set_defaults_with_config(**derived(*parsed))
+            parsed = parser.parse_args_and_config(argv)
+        for settings in parsed:
+            refuse_out_of_range(settings)
+        return parsed
+    except UnknownFlags:
+        raise
+    except ValueError as error:  # GRPOConfig's own checks, the settings' and unknown keys in --config's file
         raise RecipeError(str(error).strip().splitlines()[0]) from None
     finally:
         sys.stderr = stderr
 
 
+# GRPOConfig values TRL's parser takes but no run can use: refused before anything is loaded.
+IN_RANGE = {
+    "learning_rate": (lambda value: value > 0, "a positive number"),
+    "beta": (lambda value: value >= 0, "a number >= 0"),
+    "temperature": (lambda value: value > 0, "a positive number"),
+    "max_grad_norm": (lambda value: value is None or value >= 0, "a number >= 0 (0: no clipping)"),
+}
+
+
+def refuse_out_of_range(settings) -> None:
+    for name, (accepted, wanted) in IN_RANGE.items():
+        value = getattr(settings, name, None)
+        if value is not None and not (math.isfinite(value) and accepted(value)):
+            raise ValueError(f"--{name} must be {wanted}, got {value}")
+
+
+def recipe_parser(dataclass_types, layers, prog: str):
+    """TRL's parser over `dataclass_types` with the recipe layers as its defaults."""
+    from trl import TrlParser
+
+    parser = TrlParser(dataclass_types, prog=prog)
+    for layer in layers:
+        unknown = parser.set_defaults_with_config(
+            **current_names(recipe_layer(layer) if isinstance(layer, str) else layer)
+        )
+        if unknown:
+            raise RecipeError(f"recipes/{layer}.yaml sets what no parser knows: {' '.join(unknown)}")
+    return parser
+
+
 class _FirstLine:
     """A stream that keeps only argparse's error line ('...: error: ...'), not its long usage block."""
 
-    def __init__(self, stream):
-        self.stream = stream
+    def __init__(self, stream, prog: str):
+        self.stream, self.prog = stream, prog
 
     def write(self, text: str) -> int:
         for line in text.splitlines(keepends=True):
             if ": error: " in line:
-                self.stream.write("env_rollout.py --full" + line[line.index(": error: ") :])
+                self.stream.write(self.prog + line[line.index(": error: ") :])
         return len(text)
 
     def flush(self) -> None:
@@ -205,6 +299,18 @@ def print_full_help(settings_class) -> None:
     print(__doc__.split("\n\n", 1)[1].split("Nothing here")[0].rstrip())
     print()
     TrlParser((settings_class, GRPOConfig, ModelConfig), prog="env_rollout.py --full").print_help()
+
+
+def print_cpu_mode_help(settings_class, prog: str) -> None:
+    """--learn --help (or --rehearse): the mode, then every flag, with the recipes' values as defaults."""
+    from trl import GRPOConfig
+
+    print(
+        f"{settings_class.__doc__}\nRecipes, each over the last: "
+        + ", ".join(f"recipes/{name}.yaml" for name in settings_class.RECIPES)
+    )
+    print()
+    recipe_parser((settings_class, GRPOConfig), cpu_mode_layers(settings_class), prog).print_help()
 
 
 def grpo_config(layers: list[str], **overrides):

@@ -28,6 +28,31 @@ def test_smoke_passes_and_prints_the_spelled_lines(smoke_run):
     assert positions == sorted(positions)
 
 
+def test_the_lesson_episode_shows_its_reward_advantage_and_the_sign_of_its_update(smoke_run):
+    """The episode shown is the first of the group shown: its reward and advantage are that group's
+    first, and the line says the update pushes its guesses up for a positive advantage, down otherwise."""
+    out = smoke_run.stdout
+    line = re.search(
+        r"^  reward ([+-]\d\.\d\d), advantage ([+-]\d\.\d\d): the update pushes its guesses (up|down)", out, re.M
+    )
+    assert line, out
+    rewards = re.search(r"^  rewards +(.+)$", out, re.M).group(1).split()
+    advantages = re.search(r"^  advantages +(.+)$", out, re.M).group(1).split()
+    assert float(line.group(1)) == float(rewards[0]) and float(line.group(2)) == float(advantages[0])
+    assert line.group(3) == ("up" if float(advantages[0]) > 0 else "down")
+    episode = out[out.index("lesson: one training episode") : line.start()]
+    solved = "tool       correct" in episode
+    assert float(rewards[0]) == (1.0 if solved else 0.0)
+
+
+def test_the_lesson_says_down_for_a_failed_episode(capsys):
+    import env_rollout
+
+    trace = [env_rollout.TraceEntry("user", "pick", 0), env_rollout.TraceEntry("assistant", "guess(value=4)", 1)]
+    env_rollout.print_lesson([0.0, 1.0], [-0.71, 0.71], trace)
+    assert "reward +0.00, advantage -0.71: the update pushes its guesses down (less likely)" in capsys.readouterr().out
+
+
 def test_smoke_imports_only_torch_and_the_standard_library():
     # The baseline holds what torch's own Adam imports when built (torch._dynamo, and with it torch's
     # dependencies numpy, sympy, triton): the lesson's optimizer is torch.optim.Adam, and they come with torch.
@@ -57,11 +82,14 @@ def test_failed_learning_exits_non_zero_with_a_message():
     [
         (["--group", "1"], "--group: must be a whole number >= 2"),
         (["--iterations", "0"], "--iterations: must be a whole number >= 1"),
-        (["--n", "1"], "--n: must be a whole number >= 2"),
+        (["--n", "1"], "--n: must be a whole number from 2 to 64, got 1: its table grows as n^3"),
+        (["--n", "1000000"], "--n: must be a whole number from 2 to 64, got 1000000"),  # was killed for memory
         (["--max-turns", "0"], "--max-turns: must be a whole number >= 1"),
         (["--lr", "0"], "--lr: must be a positive number"),
         (["--lr", "nan"], "--lr: must be a positive number"),
-        (["--seed", "-1"], "--seed: must be a whole number >= 0"),
+        (["--seed", "-1"], "--seed: must be a whole number from 0 to 4294967295"),
+        (["--seed", "99999999999999999999"], "--seed: must be a whole number from 0 to 4294967295"),  # torch's range
+        (["--no-mask"], "--no-mask belongs to --learn, not --smoke"),
         (["--prompts", "two"], "--prompts: must be a whole number >= 1, got 'two'"),
         (["--eval-episodes", "10"], "--eval-episodes: must be a whole number >= 100"),
     ],
@@ -69,7 +97,39 @@ def test_failed_learning_exits_non_zero_with_a_message():
 def test_parser_refuses_nonsense(flags, complaint):
     result = run_script(*flags)
     assert result.returncode == 2
-    assert complaint in result.stderr
+    assert complaint in result.stderr and len(result.stderr.strip().splitlines()) == 1  # one line, no usage block
+
+
+@pytest.mark.parametrize("mode", ["--smoke", "--learn"])
+@pytest.mark.parametrize(
+    "name, complaint",
+    [
+        ("missing/x.png", "/missing does not exist"),
+        ("x.txt", "matplotlib writes avif, eps"),
+    ],
+)
+def test_a_plot_path_that_cannot_be_written_is_refused_before_training(tmp_path, mode, name, complaint):
+    pytest.importorskip("matplotlib")
+    result = run_script(mode, "--plot", str(tmp_path / name), timeout=120)
+    assert result.returncode == 2 and complaint in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not result.stdout  # before any work
+
+
+def test_a_plot_path_without_an_extension_is_written_as_png_and_printed_so(tmp_path):
+    pytest.importorskip("matplotlib")
+    result = run_script("--smoke", "--plot", str(tmp_path / "curve"))
+    assert result.returncode == 0, result.stderr
+    assert f"learning curve written to {tmp_path / 'curve.png'}" in result.stdout
+    assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("mode", ["--learn", "--rehearse", "--show-mask", "--full", "--check=m:C"])
+def test_a_mode_without_its_libraries_says_which_make_target_installs_them(tmp_path, mode):
+    """As in the venv `make smoke` makes: torch alone. One line, no traceback, before any work."""
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['transformers'] = None\n")
+    result = run_script(mode, env=dict(os.environ, PYTHONPATH=str(tmp_path)))
+    assert result.returncode == 1 and "needs transformers" in result.stderr and "`make test`" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
 
 
 def test_help_explains_each_mode():

@@ -15,10 +15,10 @@ pytest.importorskip("trl")
 import trl  # noqa: E402
 
 import env_rollout  # noqa: E402
+import tiny_qwen  # noqa: E402
 from labkit import recipes  # noqa: E402
 
 # transformers 5.25 renamed gradient_checkpointing activation_checkpointing (the old name: a deprecated alias)
-CHECKPOINTING_RENAMED = "activation_checkpointing" in {field.name for field in dataclasses.fields(trl.GRPOConfig)}
 
 
 def full(*argv: str):
@@ -71,6 +71,9 @@ def test_each_recipe_key_is_a_field_some_parser_knows():
              dataclasses.fields(cls)}  # fmt: skip
     for name in ("wordle_grpo", "t1", "t2", "tiny", "cpu"):
         assert set(read_yaml(name)) <= known, name
+    for settings_class in (tiny_qwen.LearnConfig, tiny_qwen.RehearseConfig):  # a CPU mode's own recipe
+        own = {field.name for cls in (trl.GRPOConfig, settings_class) for field in dataclasses.fields(cls)}
+        assert set(read_yaml(settings_class.RECIPES[-1])) <= own, settings_class.RECIPES[-1]
 
 
 def test_where_it_runs_follows_the_machine_unless_a_flag_says():
@@ -83,16 +86,17 @@ def test_where_it_runs_follows_the_machine_unless_a_flag_says():
     assert (args.bf16, args.use_cpu) == (False, True)
 
 
-@pytest.mark.xfail(
-    CHECKPOINTING_RENAMED,
-    strict=True,
-    reason="bug: the recipe's gradient_checkpointing is given as activation_checkpointing (transformers >= 5.25), "
-    "and a flag or --config key under the old name only sets the deprecated alias, which transformers then ignores",
-)
 @pytest.mark.parametrize("name", ["--gradient_checkpointing", "--gradient-checkpointing"])
-def test_the_recipes_own_name_for_checkpointing_turns_it_off(name):
+def test_the_recipes_own_name_for_checkpointing_turns_it_off(name, tmp_path):
+    """The recipes' name, gradient_checkpointing, is given under transformers 5.25's new one where the
+    installed release has it; so is a flag or a --config key under the old name (the old one alone is ignored)."""
     _, args, _ = full(name, "false")
     assert checkpointing(args) is False
+    recipe = tmp_path / "off.yaml"
+    recipe.write_text("gradient_checkpointing: false\n")
+    _, args, _ = full("--config", str(recipe))
+    assert checkpointing(args) is False
+    assert checkpointing(full()[1]) is True  # the recipe's own value, for contrast
 
 
 def test_tiny_over_the_tier_sets_the_cpu_rehearsals_scale_and_keeps_the_episode_budget():
@@ -255,3 +259,38 @@ def test_grpo_config_reads_recipe_files_without_flags(tmp_path):
     assert args.save_strategy == "no" and args.log_completions is False
     assert (args.num_generations, args.max_completion_length) == (4, 1024)  # the shape: --full's
     assert not hasattr(args, "model_name_or_path") and not hasattr(args, "episodes")  # others' keys skipped
+
+
+def test_learn_reads_its_flags_with_trls_parser_over_its_recipe(tmp_path):
+    """--learn's GRPOConfig: --full's recipe without its model or Wordle settings (warm_start_steps is
+    --learn's own 400, not the Wordle warm start's 64), then recipes/learn.yaml, then --config, then the
+    flags; --learn-steps is --max_steps; a step's batch follows from --learn-prompts and G."""
+    settings, args = tiny_qwen.learn_config()
+    learn = read_yaml("learn")
+    for name, value in learn.items():
+        assert getattr(args, name) == value, name
+    assert settings.warm_start_steps == 400 and args.chat_template_kwargs == {"enable_thinking": False}
+    assert args.generation_batch_size == learn["per_device_train_batch_size"]  # one batch a step
+    recipe = tmp_path / "mine.yaml"
+    recipe.write_text("beta: 0.0\nnum_generations: 4\n")
+    settings, args = tiny_qwen.learn_config("--config", str(recipe), "--learn-steps", "7", "--learn-prompts=3")
+    assert (args.beta, args.num_generations, args.max_steps) == (0.0, 4, 7)
+    assert args.per_device_train_batch_size == 3 * 4 and settings.learn_prompts == 3
+    assert tiny_qwen.rehearsal_config("--rehearse-steps", "2", "--rollouts-per-step", "4")[1].max_steps == 2
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--learn", "--learn-steps", "0"], "must be a whole number >= 1, got 0"),
+        (
+            ["--rehearse", "--rollouts-per-step", "6"],
+            "generation_batch_size (6) must be divisible by num_generations (4)",
+        ),
+        (["--full", "--dry-run", "--temperature", "0"], "--temperature must be a positive number, got 0.0"),
+        (["--rehearse", "--beta", "-1"], "--beta must be a number >= 0, got -1.0"),
+    ],
+)
+def test_trls_fields_out_of_range_are_refused_in_one_line(argv, message):
+    result = run_script(*argv, timeout=120)
+    assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1

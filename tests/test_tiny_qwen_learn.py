@@ -16,7 +16,6 @@ from labkit.trl_glue import LibraryChanged, build_grpo_trainer, render_prompt_id
 from tiny_qwen import (
     LEARN_METRICS,
     RESPONSES_WRITTEN,
-    LearnConfig,
     build_tiny_model,
     build_tiny_tokenizer,
     evaluate_guessing,
@@ -100,7 +99,7 @@ def test_grpo_with_the_learn_tokenizer_keeps_observation_masking_exact(tokenizer
     thermometer_number_embeddings(model, tokenizer, 8)
     warm_start(model, tokenizer, steps=60, batch=32, closing="")
     dataset = guess_dataset(8)
-    config = learn_config(LearnConfig(learn_steps=2, learn_prompts=4, beta=0.0), str(tmp_path))  # no reference model
+    _, config = learn_config("--learn-steps", "2", "--learn-prompts", "4", "--beta", "0", "--output_dir", str(tmp_path))
 
     class Checked(learning_trainer_class(), recording_trainer_class()):
         pass
@@ -132,9 +131,9 @@ def test_no_mask_trains_on_the_environments_tokens(tokenizer, tmp_path, observat
     model = build_tiny_model(tokenizer)
     thermometer_number_embeddings(model, tokenizer, 8)
     warm_start(model, tokenizer, steps=60, batch=32, closing="")
-    config = learn_config(
-        LearnConfig(learn_steps=1, learn_prompts=4, beta=0.0, mask=observation_masking), str(tmp_path)
-    )
+    masking = [] if observation_masking else ["--no-mask"]
+    _, config = learn_config("--learn-steps", "1", "--learn-prompts", "4", "--beta", "0", "--output_dir", str(tmp_path))
+    assert learn_config(*masking)[0].mask is observation_masking
     batches, turns = [], []
 
     class Kept(learning_trainer_class(observation_masking=observation_masking)):
@@ -189,8 +188,9 @@ def test_learn_end_to_end_at_toy_size(tmp_path):
     [
         (["--learn", "--learn-eval-episodes", "50"], "must be a whole number >= 100"),
         (["--learn", "--learn-steps", "0"], "must be a whole number >= 1"),
-        (["--learn", "--beta", "-0.1"], "--beta: must be a number >= 0, got '-0.1'"),
-        (["--learn", "--max-grad-norm", "0"], "--max-grad-norm: must be a positive number, got '0'"),
+        (["--learn", "--beta", "-0.1"], "--beta must be a number >= 0, got -0.1"),
+        (["--learn", "--max-grad-norm", "-1"], "--max_grad_norm must be a number >= 0 (0: no clipping), got -1.0"),
+        (["--learn", "--learning-rate", "0"], "--learning_rate must be a positive number, got 0.0"),
         (["--smoke", "--learn-prompts", "4"], "--learn-prompts belongs to --learn, not --smoke"),
         (["--rehearse", "--plot", "x.png"], "--plot belongs to --smoke and --learn, not --rehearse"),
     ],
@@ -201,12 +201,12 @@ def test_learn_flags_are_checked(argv, message):
 
 
 def test_the_gradient_clip_reaches_trl_and_defaults_to_trls_own(tmp_path):
-    """--max-grad-norm is the one knob of the clip: unset, the run clips exactly as TRL would."""
+    """--max-grad-norm is GRPOConfig's own field: unset, the run clips exactly as TRL would."""
     from trl import GRPOConfig
 
     trl_default = GRPOConfig.__dataclass_fields__["max_grad_norm"].default
-    assert learn_config(LearnConfig(), str(tmp_path)).max_grad_norm == LearnConfig().max_grad_norm == trl_default
-    assert learn_config(LearnConfig(max_grad_norm=0.2), str(tmp_path)).max_grad_norm == 0.2
+    assert learn_config()[1].max_grad_norm == trl_default
+    assert learn_config("--max-grad-norm", "0.2")[1].max_grad_norm == 0.2
 
 
 def test_the_evaluation_measures_the_policy_trl_trains(tokenizer, tmp_path):
@@ -219,9 +219,10 @@ def test_the_evaluation_measures_the_policy_trl_trains(tokenizer, tmp_path):
     thermometer_number_embeddings(model, tokenizer, 8)
     warm_start(model, tokenizer, steps=60, batch=32, closing="")
     episodes = 512
-    config = learn_config(
-        LearnConfig(learn_steps=1, learn_prompts=episodes // 8, learn_eval_episodes=episodes, beta=0.0), str(tmp_path)
-    )
+    _, config = learn_config(
+        "--learn-steps", "1", "--learn-prompts", str(episodes // 8), "--learn-eval-episodes", str(episodes), "--beta", "0",
+        "--output_dir", str(tmp_path),
+    )  # fmt: skip
     trainer = build_grpo_trainer(
         config,
         model,

@@ -12,7 +12,6 @@ from env_rollout import LOGGED_METRICS, GuessEnv, SmokeFailure, WordleEnv
 from labkit import wordle_sessions
 from labkit.trl_glue import build_grpo_trainer
 from tiny_qwen import (
-    RehearseConfig,
     build_tiny_model,
     build_tiny_tokenizer,
     check_tool_mask_on_batch,
@@ -76,12 +75,12 @@ def test_warm_start_examples_weigh_only_what_the_model_writes(tokenizer):
 
 
 def test_the_rehearsal_runs_fulls_recipe_on_a_cpu_at_its_own_scale(tmp_path):
-    """rehearsal_config: recipes/wordle_grpo.yaml where the CPU modes run it (recipes/cpu.yaml), with
-    the rehearsal's seed, length, learning rate, G and episode length; the rest is --full's."""
-    config = rehearsal_config(
-        RehearseConfig(seed=3, rehearse_steps=2, learning_rate=2e-4, num_generations=2, max_completion_length=64),
-        str(tmp_path),
-    )
+    """rehearsal_config: recipes/wordle_grpo.yaml where the CPU modes run it (recipes/cpu.yaml), then
+    recipes/rehearse.yaml; the flags over them, in TRL's spelling or the rehearsal's own (--rehearse-steps)."""
+    _, config = rehearsal_config(
+        "--seed", "3", "--rehearse-steps", "2", "--learning-rate", "2e-4", "--num_generations", "2",
+        "--max-completion-length=64", "--output_dir", str(tmp_path),
+    )  # fmt: skip
     assert (config.output_dir, config.seed, config.max_steps, config.learning_rate) == (str(tmp_path), 3, 2, 2e-4)
     assert (config.num_generations, config.max_completion_length) == (2, 64)
     assert (config.per_device_train_batch_size, config.gradient_accumulation_steps) == (8, 1)  # one batch a step
@@ -116,7 +115,7 @@ def test_wordle_env_through_trl_for_one_step(monkeypatch, tokenizer, tmp_path):
     from datasets import Dataset
 
     dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": env_rollout.WORDLE_PROMPT}]}] * 8)
-    config = rehearsal_config(RehearseConfig(rehearse_steps=1, num_generations=2), str(tmp_path))
+    _, config = rehearsal_config("--max_steps", "1", "--num_generations", "2", "--output_dir", str(tmp_path))
     trainer = build_grpo_trainer(
         config,
         build_tiny_model(tokenizer),
@@ -151,7 +150,7 @@ def test_guess_env_is_a_valid_environment_factory(tokenizer, tmp_path):
 
     dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": ""}], "seed": 0}] * 8)
     trainer = build_grpo_trainer(
-        rehearsal_config(RehearseConfig(rehearse_steps=1), str(tmp_path)),
+        rehearsal_config("--max_steps", "1", "--output_dir", str(tmp_path))[1],
         build_tiny_model(tokenizer),
         dataset,
         GuessEnv,
