@@ -271,3 +271,73 @@ def test_every_command_on_the_page_parses():
             assert os.path.isfile(os.path.join(ROOT, argv[1].rpartition(":")[0])) or argv[1].startswith("my_env")
             continue
         parse(argv, config_class_of)  # exits (SystemExit) on a flag the command line does not take
+
+
+# Exercises 8 and 9: the coding exercises, each checked by `python docs/exercise_check.py EXERCISE FILE`.
+CODING = {
+    "advantage": ("starter_advantage", "exercise 8", 6),
+    "reward": ("starter_reward", "exercise 9", 9),
+}
+SEED_0_LINES = {
+    "advantage": [
+        "  seed 0  lesson (population std): success after training 0.874 (optimum 0.875); zero advantage in 310 of 720 "
+        "groups; opening guess 4 (probability 0.96)",
+        "  seed 0  yours  (sample std)    : success after training 0.874 (optimum 0.875); zero advantage in 310 of 720 "
+        "groups; opening guess 4 (probability 0.96)",
+    ],
+    "reward": [
+        "  seed 0  lesson (1 for a solve)   : success after training 0.874 (optimum 0.875); zero advantage in 310 of 720 "
+        "groups; opening guess 4 (probability 0.96)",
+        "  seed 0  yours  (faster pays more): success after training 0.845 (optimum 0.875); zero advantage in 64 of 720 "
+        "groups; opening guess 5 (probability 0.82)",
+    ],
+}
+
+
+@pytest.mark.parametrize("exercise", sorted(CODING))
+def test_coding_exercise_the_untouched_starter_fails_with_its_reason(exercise, tmp_path):
+    starter, name, cases = CODING[exercise]
+    mine = tmp_path / f"my_{exercise}.py"
+    shutil.copy(os.path.join(ROOT, "docs", f"{starter}.py"), mine)  # as the page says: cp, then check
+    result = run_script(exercise, str(mine), script="docs/exercise_check.py")
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-1] == f"{name}: FAIL ({cases} of {cases} cases)", result.stdout
+    assert all(line.startswith("FAIL  ") and "NotImplementedError: TODO" in line for line in lines[:-1]), result.stdout
+
+
+@pytest.mark.parametrize("exercise", sorted(CODING))
+def test_coding_exercise_the_answer_passes_and_trains_as_the_page_says(exercise):
+    starter, name, cases = CODING[exercise]
+    result = run_script(exercise, f"docs/{starter}_solution.py", script="docs/exercise_check.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert sum(line.startswith("PASS  ") for line in lines) == cases and f"{name}: pass" in lines, result.stdout
+    assert lines[-2:] == SEED_0_LINES[exercise], result.stdout
+    with open(os.path.join(ROOT, "docs", "exercises.md"), encoding="utf-8") as file:
+        page = file.read()
+    for line in SEED_0_LINES[exercise]:
+        assert line in page, f"docs/exercises.md no longer quotes {line!r}"
+
+
+def test_exercise_8_names_the_population_std_when_a_student_keeps_it(tmp_path):
+    lesson = tmp_path / "my_advantage.py"
+    lesson.write_text(
+        "import env_rollout\n\n\ndef advantages(rewards, eps=1e-4):\n    return env_rollout.group_advantages(rewards, eps)\n"
+    )
+    result = run_script("advantage", str(lesson), script="docs/exercise_check.py")
+    assert result.returncode == 1
+    assert "yours gave +0.77 -1.29 -1.29 +0.77" in result.stdout
+    assert "(that is the lesson's population std: TRL divides by n - 1)" in result.stdout
+
+
+def test_exercise_9_a_reward_off_by_one_guess_fails_on_the_numbers_it_gets_wrong(tmp_path):
+    wrong = tmp_path / "my_reward.py"
+    wrong.write_text(
+        "from env_rollout import GuessEnv\n\n\nclass FastGuessEnv(GuessEnv):\n"
+        "    def get_reward(self) -> float:\n        return 1.0 - 0.1 * self._turns if self._solved else 0.0\n"
+    )
+    result = run_script("reward", str(wrong), script="docs/exercise_check.py")
+    assert result.returncode == 1
+    assert "FAIL  hidden number 4 (solved at guess 1): reward should be 1.0, yours 0.9" in result.stdout
+    assert "PASS  hidden number 8 (not solved in 3 guesses): reward 0.0" in result.stdout
