@@ -7,7 +7,8 @@ For each seed it runs `env_rollout.py --full --tiny --seed S` twice, as a user w
 recipe's warm start, and with `--warm-start-games 0` (the pure-RL recipe). From each run it reads TRL's
 own log (the trainer_state.json of the last checkpoint): `frac_reward_zero_std`, the share of GRPO
 groups whose rollouts all scored the same (they teach nothing), over the GRPO steps; and from the
-run's `held-out games:` line the invalid-move rate after GRPO. It prints each run's figures and the
+run's `held-out games:` line the invalid-move rate after GRPO; and, to say why groups scored alike, the
+mean reward of GRPO's rollouts and their tool calls. It prints each run's figures and the
 medians over the seeds, warm against cold. Figures, not verdicts: it exits 0 whatever they are.
 A tiny model with random weights solves nothing either way; what differs is whether GRPO has
 anything to compare.
@@ -51,13 +52,18 @@ def one_run(seed: int, cold: bool, flags: list[str]) -> dict:
         states = sorted(glob.glob(os.path.join(output_dir, "run", "checkpoint-*", "trainer_state.json")))
         with open(states[-1], encoding="utf-8") as file:
             history = json.load(file)["log_history"]
-    zero_std = [entry["frac_reward_zero_std"] for entry in history if "frac_reward_zero_std" in entry]
+    steps = [entry for entry in history if "frac_reward_zero_std" in entry]  # GRPO's logs, not evaluate's
+    zero_std = [entry["frac_reward_zero_std"] for entry in steps]
     held_out = HELD_OUT.search(result.stdout)
     warm = WARM_START.search(result.stdout)
     return {
         "zero_std": statistics.mean(zero_std) if zero_std else float("nan"),
         "invalid": float(held_out["invalid"]) if held_out else float("nan"),
         "solve": float(held_out["solve"]) if held_out else float("nan"),
+        # Why groups score alike: the reward a rollout got, and the tool calls it made (6 valid guesses
+        # or a win end a game; before that the reward is 0).
+        "reward": statistics.mean(entry["reward"] for entry in steps) if steps else float("nan"),
+        "calls": statistics.mean(entry["tools/call_frequency"] for entry in steps) if steps else float("nan"),
         "warm_start": warm[0] if warm else "warm start: skipped",
         "wall": wall,
     }
@@ -69,7 +75,7 @@ def main() -> None:
     parser.add_argument("--flags", nargs=argparse.REMAINDER, default=[], help="more flags for every run")
     options = parser.parse_args()
     print(f"--full --tiny, warm start (recipes/tiny.yaml) against --warm-start-games 0, seeds {options.seeds}")
-    print("seed  run   frac_reward_zero_std  invalid_move_rate  solve_rate   wall s")
+    print("seed  run   frac_reward_zero_std  invalid_move_rate  solve_rate  reward  calls   wall s")
     figures = {"warm": [], "cold": []}
     for seed in options.seeds:
         for name in ("warm", "cold"):
@@ -80,7 +86,7 @@ def main() -> None:
             figures[name].append(run)
             print(
                 f"{seed:>4}  {name}  {run['zero_std']:>20.3f}  {run['invalid']:>17.3f}  {run['solve']:>10.3f}  "
-                f"{run['wall']:>7.0f}"
+                f"{run['reward']:>6.3f}  {run['calls']:>5.2f}  {run['wall']:>7.0f}"
             )
             if name == "warm":
                 print(f"      {run['warm_start']}")
