@@ -249,8 +249,8 @@ def plot_path(path: str) -> str:
 
 
 def owners(flag: str, config_class_of) -> list[str]:
-    """The modes (of those with flags of their own, not --full's many) that take this flag."""
-    return [f"--{mode}" for mode in MODES if mode != "full" and flag in flags_of(config_class_of(mode))]
+    """The modes whose own settings (not TRL's GRPOConfig) take this flag."""
+    return [f"--{mode}" for mode in MODES if flag in flags_of(config_class_of(mode))]
 
 
 def flags_of(config_class) -> list[str]:
