@@ -219,6 +219,30 @@ def test_exercise_4_quotes_the_masking_ablation_as_docs_learn_md_measured():
         assert quoted in learn, f"docs/learn.md no longer says {quoted!r}: update exercise 4 of docs/exercises.md"
 
 
+def test_every_exercise_asks_first_folds_its_answer_and_is_listed_in_readme():
+    with open(os.path.join(ROOT, "docs", "exercises.md"), encoding="utf-8") as file:
+        sections = re.split(r"^## (?=\d+\. )", file.read(), flags=re.M)[1:]
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as file:
+        listed = re.findall(r"^(\d+)\. \*\*", file.read().split("## Exercises", 1)[1].split("\n## ", 1)[0], re.M)
+    assert [int(number) for number in listed] == list(range(1, len(sections) + 1)) and len(sections) >= 10
+    for section in sections:
+        prediction, answer = section.index("**Predict.**"), section.index("<details>")
+        assert prediction < answer and "</details>" in section[answer:], section.splitlines()[0]
+
+
+def test_exercise_10_quotes_the_warm_start_bench_as_docs_full_md_measured():
+    with open(os.path.join(ROOT, "docs", "full.md"), encoding="utf-8") as file:
+        full = " ".join(file.read().split())
+    for quoted in (
+        "`frac_reward_zero_std` **1.000 warm and 1.000 cold**",
+        "| 0 | warm | 1.000 | 0.000 | 0.000 | 0.000 | 2.42 | 461 |",
+        "| 1 | cold | 1.000 | 0.083 | 0.000 | 0.000 | 3.75 | 821 |",
+        "the tiny model makes 2.4 to 3.8 tool calls",
+        "`grad_norm` 0.0 at each of its 3 steps",
+    ):
+        assert quoted in full, f"docs/full.md no longer says {quoted!r}: update exercise 10 of docs/exercises.md"
+
+
 def test_exercise_6_the_untouched_starter_fails_at_its_todos(tmp_path):
     # As the page says: cp docs/starter_env.py my_env.py, then --check my_env.py:MyEnv.
     shutil.copy(os.path.join(ROOT, "docs", "starter_env.py"), tmp_path / "my_env.py")
