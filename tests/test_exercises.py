@@ -206,17 +206,26 @@ def test_exercise_7_learning_rate(sweep):
     assert all(run["zero"][4] == 120 for run in fast), why
 
 
+def assert_measured_page_says(page: str, exercise: int, quotes: tuple[str, ...]) -> None:
+    """An exercise that quotes figures another page measured: the page must still say each of them."""
+    with open(os.path.join(ROOT, "docs", page), encoding="utf-8") as file:
+        text = " ".join(file.read().split())
+    for quoted in quotes:
+        assert quoted in text, f"docs/{page} no longer says {quoted!r}: update exercise {exercise} of docs/exercises.md"
+
+
 def test_exercise_4_quotes_the_masking_ablation_as_docs_learn_md_measured():
-    with open(os.path.join(ROOT, "docs", "learn.md"), encoding="utf-8") as file:
-        learn = " ".join(file.read().split())
-    for quoted in (
-        "met the bar on 6 of 8 seeds, not 8",
-        "mean success after training 0.722 against 0.845",
-        "(median 0.748 against 0.857)",
-        "on seed 5 nothing was learned (0.343 before, 0.335 after",
-        "at most 0.007 per episode after training without it",
-    ):
-        assert quoted in learn, f"docs/learn.md no longer says {quoted!r}: update exercise 4 of docs/exercises.md"
+    assert_measured_page_says(
+        "learn.md",
+        4,
+        (
+            "met the bar on 6 of 8 seeds, not 8",
+            "mean success after training 0.722 against 0.845",
+            "(median 0.748 against 0.857)",
+            "on seed 5 nothing was learned (0.343 before, 0.335 after",
+            "at most 0.007 per episode after training without it",
+        ),
+    )
 
 
 def test_every_exercise_asks_first_folds_its_answer_and_is_listed_in_readme():
@@ -231,16 +240,17 @@ def test_every_exercise_asks_first_folds_its_answer_and_is_listed_in_readme():
 
 
 def test_exercise_10_quotes_the_warm_start_bench_as_docs_full_md_measured():
-    with open(os.path.join(ROOT, "docs", "full.md"), encoding="utf-8") as file:
-        full = " ".join(file.read().split())
-    for quoted in (
-        "`frac_reward_zero_std` **1.000 warm and 1.000 cold**",
-        "| 0 | warm | 1.000 | 0.000 | 0.000 | 0.000 | 2.42 | 461 |",
-        "| 1 | cold | 1.000 | 0.083 | 0.000 | 0.000 | 3.75 | 821 |",
-        "the tiny model makes 2.4 to 3.8 tool calls",
-        "`grad_norm` 0.0 at each of its 3 steps",
-    ):
-        assert quoted in full, f"docs/full.md no longer says {quoted!r}: update exercise 10 of docs/exercises.md"
+    assert_measured_page_says(
+        "full.md",
+        10,
+        (
+            "`frac_reward_zero_std` **1.000 warm and 1.000 cold**",
+            "| 0 | warm | 1.000 | 0.000 | 0.000 | 0.000 | 2.42 | 461 |",
+            "| 1 | cold | 1.000 | 0.083 | 0.000 | 0.000 | 3.75 | 821 |",
+            "the tiny model makes 2.4 to 3.8 tool calls",
+            "`grad_norm` 0.0 at each of its 3 steps",
+        ),
+    )
 
 
 def test_exercise_6_the_untouched_starter_fails_at_its_todos(tmp_path):
