@@ -337,12 +337,19 @@ class RehearseConfig:
     warm_start_steps: int = option(150, "supervised steps on the tool-call format")
 
     def __post_init__(self):
-        if self.warm_start_steps < 1:
-            raise ValueError(f"--warm-start-steps must be a whole number >= 1, got {self.warm_start_steps}")
+        refuse_below(self, warm_start_steps=1)
 
     def scale(self, args) -> dict:
         at_least_one_step(args)
         return {}
+
+
+def refuse_below(settings, **least: int) -> None:
+    """The lab's own whole-number settings of a TRL-parsed mode, each at least its minimum (or unset)."""
+    for name, minimum in least.items():
+        value = getattr(settings, name)
+        if value is not None and value < minimum:
+            raise ValueError(f"--{name.replace('_', '-')} must be a whole number >= {minimum}, got {value}")
 
 
 def at_least_one_step(args) -> None:
@@ -454,7 +461,7 @@ class LearnConfig:
     RENAMED_FLAGS: ClassVar[dict] = {"--learn-steps": "--max_steps"}
 
     learn_prompts: int | None = option(
-        None, "prompts per GRPO step, G rollouts each, all in one batch (the recipe's: 64)"
+        None, "prompts per GRPO step, G rollouts each, in one batch (unset: the recipe's batch / G)"
     )
     learn_eval_episodes: int = option(400, "held-out episodes, before and after GRPO (at least 100)")
     mask: bool = option(True, "observation masking: the environment's tokens weigh 0 in the loss (--no-mask: 1)")
@@ -463,11 +470,7 @@ class LearnConfig:
     closing: str = option("", "what the model writes after the last tool response; empty: it ends its turn")
 
     def __post_init__(self):
-        for name, least in (("learn_prompts", 1), ("learn_eval_episodes", 100), ("warm_start_steps", 1)):
-            if getattr(self, name) is not None and getattr(self, name) < least:
-                raise ValueError(
-                    f"--{name.replace('_', '-')} must be a whole number >= {least}, got {getattr(self, name)}"
-                )
+        refuse_below(self, learn_prompts=1, learn_eval_episodes=100, warm_start_steps=1)
 
     def scale(self, args) -> dict:
         """The GRPOConfig fields that follow from these settings: a step's rollouts in one batch, the

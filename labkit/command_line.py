@@ -171,8 +171,8 @@ def parse(argv: list[str], config_class_of):
     chosen, rest = mode_parser().parse_known_args(argv)
     if chosen.check_target is not None:
         chosen.mode = "check"
-    missing = [name for name in ("transformers", "trl", "datasets") if importlib.util.find_spec(name) is None]
-    if chosen.mode != "smoke" and missing:
+    needed = () if chosen.mode == "smoke" else ("transformers", "trl", "datasets")  # --smoke: torch alone
+    if missing := [name for name in needed if importlib.util.find_spec(name) is None]:
         print(
             f"env_rollout.py --{chosen.mode} needs {', '.join(missing)}, not installed in this Python ({sys.executable}). "
             f"`make test` installs them into .venv (`make smoke` installs only --smoke's torch); then run "

@@ -166,8 +166,8 @@ def parse_with_recipes(argv, dataclass_types, layers, prog: str, derived=None):
         *parsed, unknown = parser.parse_args_and_config(argv, return_remaining_strings=True)
         if unknown:
             raise UnknownFlags(unknown)
-        if derived is not None:
-            parser.set_defaults_with_config(**derived(*parsed))
+        if derived is not None and (defaults := derived(*parsed)):  # read again only if something follows
+            parser.set_defaults_with_config(**defaults)
             parsed = parser.parse_args_and_config(argv)
         for settings in parsed:
             refuse_out_of_range(settings)
@@ -185,7 +185,7 @@ IN_RANGE = {
     "learning_rate": (lambda value: value > 0, "a positive number"),
     "beta": (lambda value: value >= 0, "a number >= 0"),
     "temperature": (lambda value: value > 0, "a positive number"),
-    "max_grad_norm": (lambda value: value is None or value >= 0, "a number >= 0 (0: no clipping)"),
+    "max_grad_norm": (lambda value: value >= 0, "a number >= 0 (0: no clipping)"),
 }
 
 
