@@ -1027,6 +1027,9 @@ def run_show_mask(config: ShowMaskConfig) -> dict:
             seed=config.seed,
             per_device_train_batch_size=SHOW_MASK_ROLLOUTS // 2,
             generation_kwargs={"max_new_tokens": TINY_TURN_TOKENS},
+            # TRL's default sampling, not the tiny recipe's min_p: nothing is trained here, so games need
+            # not be finished, and episodes cut short by a broken call keep the mode to about a minute.
+            min_p=None,
         )
         trainer = build_grpo_trainer(
             trl_config,

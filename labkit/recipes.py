@@ -186,6 +186,7 @@ IN_RANGE = {
     "beta": (lambda value: value >= 0, "a number >= 0"),
     "temperature": (lambda value: value > 0, "a positive number"),
     "max_grad_norm": (lambda value: value >= 0, "a number >= 0 (0: no clipping)"),
+    "min_p": (lambda value: 0 <= value <= 1, "a number from 0 to 1 (0: no token dropped)"),
 }
 
 

@@ -6,6 +6,7 @@ WordleEnv (env_rollout.py, section 6) keeps the environment's contract and its r
 `GameSession` here is the connection it plays through. Nothing here imports the lesson."""
 
 import atexit
+import contextlib
 import copy
 import inspect
 import json
@@ -16,6 +17,7 @@ import socket
 import sys
 import threading
 import time
+import unittest.mock
 import urllib.parse
 
 LOCAL = "local"  # the env URL that plays TextArena's Wordle in this process: no server, no session limit
@@ -198,8 +200,11 @@ def first_local_game():
     with LOCAL_GAME_LOCK:
         if TextArenaEnvironment not in FIRST_LOCAL_GAME:
             # Offline, NLTK's download attempt only prints an error; TEXTARENA_DOWNLOAD_NLTK=0 skips it.
+            # TextArena's EnglishDictionary calls nltk.download("words") whatever download_nltk says
+            # (textarena/envs/utils/word_lists.py), so with the data local that call is skipped too.
             download = os.environ.get("TEXTARENA_DOWNLOAD_NLTK", "1").lower() in ("1", "true")
-            FIRST_LOCAL_GAME[TextArenaEnvironment] = TextArenaEnvironment("Wordle-v0", download_nltk=download)
+            with contextlib.nullcontext() if download else unittest.mock.patch("nltk.download", return_value=True):
+                FIRST_LOCAL_GAME[TextArenaEnvironment] = TextArenaEnvironment("Wordle-v0", download_nltk=download)
         return FIRST_LOCAL_GAME[TextArenaEnvironment]
 
 

@@ -244,13 +244,19 @@ def test_exercise_10_quotes_the_warm_start_bench_as_docs_full_md_measured():
         "full.md",
         10,
         (
-            "`frac_reward_zero_std` **1.000 warm and 1.000 cold**",
-            "| 0 | warm | 1.000 | 0.000 | 0.000 | 0.000 | 2.42 | 461 |",
-            "| 1 | cold | 1.000 | 0.083 | 0.000 | 0.000 | 3.75 | 821 |",
-            "the tiny model makes 2.4 to 3.8 tool calls",
-            "`grad_norm` 0.0 at each of its 3 steps",
+            "`frac_reward_zero_std` **0.333 warm and 0.000 cold**",
+            "| 0 | warm | 0.333 | 0.341 | 0.000 | 0.092 | 6.92 | 305 |",
+            "| 4 | cold | 0.000 | 0.359 | 0.000 | 0.100 | 7.08 | 472 |",
+            "5.8 to 7.3 tool calls a rollout",
+            "2.4 to 3.8 tool calls a rollout",
+            "10 of 16 rollouts ended on a call TRL could not read",
+            "`frac_reward_zero_std` 1.000 warm and cold (seeds 0 and 1)",
         ),
     )
+    with open(os.path.join(ROOT, "docs", "exercises.md"), encoding="utf-8") as file:
+        exercise = " ".join(file.read().split("## 10. ", 1)[1].split())
+    for quoted in ("was 0.333 warm and 0.000 cold", "(5.8 to 7.3 tool calls a rollout)", "2.4 to 3.8 tool calls a"):
+        assert quoted in exercise, f"exercise 10 no longer says {quoted!r}"
 
 
 def test_exercise_6_the_untouched_starter_fails_at_its_todos(tmp_path):

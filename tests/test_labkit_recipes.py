@@ -289,6 +289,7 @@ def test_learn_reads_its_flags_with_trls_parser_over_its_recipe(tmp_path):
         ),
         (["--full", "--dry-run", "--temperature", "0"], "--temperature must be a positive number, got 0.0"),
         (["--rehearse", "--beta", "-1"], "--beta must be a number >= 0, got -1.0"),
+        (["--full", "--tiny", "--min_p", "1.5"], "--min_p must be a number from 0 to 1 (0: no token dropped), got 1.5"),
     ],
 )
 def test_trls_fields_out_of_range_are_refused_in_one_line(argv, message):

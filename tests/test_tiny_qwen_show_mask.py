@@ -110,3 +110,10 @@ def test_help_lists_the_mode_and_its_flags():
     own = run_script("--show-mask", "--help")
     assert own.returncode == 0 and own.stdout.startswith("usage: env_rollout.py --show-mask [--seed N]")
     assert "--iterations" not in own.stdout
+
+
+@needs_the_game
+def test_the_local_game_tries_no_download_when_its_data_is_here(show_mask_run):
+    # TEXTARENA_DOWNLOAD_NLTK=0 (conftest, the Makefile): TextArena's dictionary would otherwise call
+    # nltk.download("words") anyway, which offline prints a four-line error a student would take for a fault.
+    assert "[nltk_data]" not in show_mask_run.stderr, show_mask_run.stderr[-2000:]
