@@ -33,6 +33,11 @@ WARM_START = (
 )
 
 
+def grpo_logged(grpo_logs: list[str], key: str) -> list[float]:
+    """One figure of TRL's per-step log lines (`{..., 'grad_norm': '0.01184', ...}`), step by step."""
+    return [float(value) for line in grpo_logs for value in re.findall(rf"'{key}': '([^']+)'", line)]
+
+
 def test_full_tiny_end_to_end(tmp_path):
     result = run_script("--full", "--tiny", "--output-dir", str(tmp_path / "tiny"), timeout=1500)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -58,12 +63,11 @@ def test_full_tiny_end_to_end(tmp_path):
     )
     # The resumed step trains at the schedule of the whole run, which a first run of 2 steps would have ended at 0.
     grpo_logs = [line for line in (out + result.stderr).splitlines() if "'frac_reward_zero_std'" in line]
-    rates = [float(rate) for line in grpo_logs for rate in re.findall(r"'learning_rate': '([^']+)'", line)]
+    rates, norms = (grpo_logged(grpo_logs, key) for key in ("learning_rate", "grad_norm"))
     assert len(rates) == 3 and rates[2] > 0, rates
     # The tiny model's rollouts play their games to the end (recipes/tiny.yaml: min_p), so a group's
     # rewards can differ: on seed 0 at least one GRPO step had a gradient (all 3 had none at temperature
     # 1 alone), so run_full_tiny's check of the saved adapter compares trained weights, not fresh ones.
-    norms = [float(norm) for line in grpo_logs for norm in re.findall(r"'grad_norm': '([^']+)'", line)]
     assert len(norms) == 3 and max(norms) > 0, norms
     final = re.search(
         r"^full rehearsal ok: steps=3 resumed_from=checkpoint-2 solve_rate=(\d\.\d{3}) "
