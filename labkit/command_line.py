@@ -116,7 +116,7 @@ def mode_parser() -> argparse.ArgumentParser:
 
 
 FULL_HELP = (
-    "usage: env_rollout.py --full [--tier t1|t2] [--config recipe.yaml] [--dry-run] [--tiny] [any GRPOConfig or "
+    "usage: env_rollout.py --full [--tier t1|t2] [--config recipe.yaml] [--dry-run] [--tiny | --smollm2] [any GRPOConfig or "
     "ModelConfig field, e.g. --beta 0.02 --loss_type dr_grpo]\n\n"
     "--full: Qwen3 + TRL's GRPOTrainer against OpenEnv Wordle. Its settings are TRL's GRPOConfig and ModelConfig,\n"
     "read by TRL's parser from recipes/wordle_grpo.yaml and recipes/<tier>.yaml (then --config, then the flags),\n"

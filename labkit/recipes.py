@@ -5,7 +5,7 @@ and --rehearse read theirs the same way (parse_cpu_mode), over --full's recipe a
 Layers, each over the last, as in TRL's example scripts with `--config`:
 1. recipes/wordle_grpo.yaml: the Wordle recipe, shared by every tier;
 2. recipes/<tier>.yaml: the model, its LoRA and vLLM's share of the GPU (--tier t1, the default, or t2);
-3. recipes/tiny.yaml with --tiny: the CPU rehearsal's scale;
+3. recipes/tiny.yaml with --tiny, or recipes/smollm2.yaml with --smollm2: a CPU scale;
 4. the user's --config FILE.yaml, if any;
 5. the flags: any field of GRPOConfig (--beta 0.02, --loss_type dr_grpo), of ModelConfig
    (--lora_r 16) or of the lab's settings, spelled with underscores or dashes.
@@ -21,6 +21,7 @@ import sys
 RECIPES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "recipes")
 SHARED_RECIPE = "wordle_grpo"
 TIERS = ("t1", "t2")
+CPU_SCALES = ("tiny", "smollm2")  # --tiny, --smollm2: a recipe each, over the tier's
 
 # The flags README and docs named before TRL's parser read --full's settings, and TRL's spelling of
 # each. --vllm-mode none has no single field in TRL: it is use_vllm false.
@@ -116,13 +117,15 @@ def parse_full(argv: list[str], settings_class):
     argv = spelled_as_trl(argv)
     chooser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     chooser.add_argument("--tier", default="t1")
-    chooser.add_argument("--tiny", nargs="?", const="true", default="false")
+    for scale in CPU_SCALES:
+        chooser.add_argument(f"--{scale}", nargs="?", const="true", default="false")
     chosen, _ = chooser.parse_known_args(argv)
     if chosen.tier not in TIERS:
         raise RecipeError(f"--tier must be one of {', '.join(TIERS)}, got {chosen.tier!r}")
     on_gpu = torch.cuda.is_available()
     where = {"bf16": on_gpu, "use_cpu": not on_gpu}  # where it runs: the machine's
-    layers = [where, SHARED_RECIPE, chosen.tier] + (["tiny"] if chosen.tiny.lower() in ("true", "1", "yes") else [])
+    scales = [scale for scale in CPU_SCALES if getattr(chosen, scale).lower() in ("true", "1", "yes")]
+    layers = [where, SHARED_RECIPE, chosen.tier] + scales
     return parse_with_recipes(argv, (settings_class, GRPOConfig, ModelConfig), layers, "env_rollout.py --full")
 
 

@@ -22,10 +22,11 @@ except (ImportError, LookupError) as error:
     pytest.skip(f"the real Wordle is not installed here ({error}); `make test` installs it", allow_module_level=True)
 
 
+PLAYED = r" valid_guesses=\d+\.\d{3} valid_guess_made=\d\.\d{3}"  # the figures of a game played at all
 HELD_OUT = (
-    r"^held-out games: before solve_rate=(\d\.\d{3}) invalid_move_rate=(\d\.\d{3}); "
-    r"after warm start (?:solve_rate=(\d\.\d{3}) invalid_move_rate=(\d\.\d{3})|skipped); "
-    r"after GRPO solve_rate=(\d\.\d{3}) invalid_move_rate=(\d\.\d{3})$"
+    rf"^held-out games: before solve_rate=(\d\.\d{{3}}) invalid_move_rate=(\d\.\d{{3}}){PLAYED}; "
+    rf"after warm start (?:solve_rate=(\d\.\d{{3}}) invalid_move_rate=(\d\.\d{{3}}){PLAYED}|skipped); "
+    rf"after GRPO solve_rate=(\d\.\d{{3}}) invalid_move_rate=(\d\.\d{{3}}){PLAYED}$"
 )
 WARM_START = (
     r"^warm start: (\d+) solver games \((\d+) won\), (\d+) steps, final loss (\d+\.\d{3}), "
