@@ -101,6 +101,13 @@ def afters(runs: list[dict], seeds=None) -> list[float]:
     return [run["after"] for seed, run in enumerate(runs) if seeds is None or seed in seeds]
 
 
+def within_a_thousandth(values: list[float], page_range: tuple[float, float]) -> bool:
+    """min and max of `values` each within 0.001 of the range the page states."""
+    return all(
+        abs(found - said) <= 0.001 + 1e-9 for found, said in zip((min(values), max(values)), page_range, strict=True)
+    )
+
+
 def mean(values: list[float]) -> float:
     return round(statistics.mean(values), 3)
 
@@ -140,7 +147,9 @@ def test_exercise_1_group_size(sweep):
     assert (min(afters(half_small)), max(afters(half_small))) == (0.740, 0.860), why
     # The same 96 episodes per update in groups of 2: every seed passes, yet most groups teach nothing.
     control = sweep["--group 2 --prompts 48"]
-    assert passing(control) == SEEDS_16 and (min(afters(control)), max(afters(control))) == (0.872, 0.876), why
+    # The last digit of this range moves with the machine's float kernels: seed 12 ends at 0.877 on one
+    # 2-core machine and 0.876 (the page's figure) on another, the same code and versions.
+    assert passing(control) == SEEDS_16 and within_a_thousandth(afters(control), (0.872, 0.876)), why
     first = [run["zero"][2] for run in control]
     assert (min(first), max(first), control[0]["zero"][3]) == (239, 278, 480), why
     first = [run["zero"][2] for run in default]
@@ -244,18 +253,21 @@ def test_exercise_10_quotes_the_warm_start_bench_as_docs_full_md_measured():
         "full.md",
         10,
         (
+            "| 0 | warm | 1.000 | 1.000 | 0.812 | 0.817 | 0.000 | 0.000 | 0 0 0 0 | 0.000 / 0.500 / 0.250 |",
+            "| 0 | cold | 1.000 | 0.000 | 0.000 | 0.000 | 0.000 | 0.000 | 0 0 0 0 | 0.000 / - / 0.000 |",
             "`frac_reward_zero_std` **0.333 warm and 0.000 cold**",
-            "| 0 | warm | 0.333 | 0.341 | 0.000 | 0.092 | 6.92 | 305 |",
-            "| 4 | cold | 0.000 | 0.359 | 0.000 | 0.100 | 7.08 | 472 |",
             "5.8 to 7.3 tool calls a rollout",
             "2.4 to 3.8 tool calls a rollout",
-            "10 of 16 rollouts ended on a call TRL could not read",
-            "`frac_reward_zero_std` 1.000 warm and cold (seeds 0 and 1)",
         ),
     )
     with open(os.path.join(ROOT, "docs", "exercises.md"), encoding="utf-8") as file:
         exercise = " ".join(file.read().split("## 10. ", 1)[1].split())
-    for quoted in ("was 0.333 warm and 0.000 cold", "(5.8 to 7.3 tool calls a rollout)", "2.4 to 3.8 tool calls a"):
+    for quoted in (
+        "`tool_call_made` 0.000, every reward 0, `frac_reward_zero_std` 1.000",
+        "(`tool_call_made` 1.000, about 3 calls a rollout) and half the held-out games have a valid guess",
+        "the median was 0.333 warm and 0.000 cold (5.8 to 7.3 tool calls a rollout)",
+        "2.4 to 3.8 tool calls a rollout",
+    ):
         assert quoted in exercise, f"exercise 10 no longer says {quoted!r}"
 
 
