@@ -899,14 +899,14 @@ def run_full_smollm2(settings, args, model_args) -> dict:
     scale, state = TinyFullScale(), PartialState(cpu=True)
     smollm2.gguf_path()  # a missing wheel or gguf reader: one line, before anything is built or played
     refuse_cpu_scale(args, scale, "--smollm2")
-    with state.main_process_first():
+    with state.main_process_first():  # the main process builds the folder; the others then find it built
         if state.is_main_process:
             WordleEnv("local").reset()
             prepare_tiny_folder(args.output_dir)
-            building = time.perf_counter()
-            model_dir = smollm2.model_folder()
+        building = time.perf_counter()
+        model_dir = smollm2.model_folder()
+        if state.is_main_process:
             print(f"SmolLM2-135M-Instruct: {model_dir} ({time.perf_counter() - building:.0f} s)")
-    model_dir = smollm2.model_folder()  # built above: the other processes read it
     return run_interrupted_and_resumed(settings, args, model_args, model_dir, scale, started)
 
 
