@@ -1,7 +1,9 @@
 # One command each; every target installs what it needs into ./.venv on first use.
 #   make smoke   run the tabular lab (--smoke)
-#   make test    run the test suite, on the versions it last passed with (tests/constraints.txt)
-#   make test-latest  the same suite in .venv-latest, on the newest releases the requirements allow
+#   make test    run the test suite but its end-to-end runs, on the versions it last passed with
+#                (tests/constraints.txt): minutes
+#   make test-all  the whole suite: make test, then the end-to-end runs (make test-slow)
+#   make test-latest  the whole suite in .venv-latest, on the newest releases the requirements allow
 #   make constraints  test-latest, then record its versions in tests/constraints.txt
 #   make rehearse  run the --full code path offline on a CPU (tiny model, GuessEnv)
 #   make rehearse-full  --full itself on a CPU against the real Wordle, with a tiny model (--full --tiny)
@@ -50,7 +52,7 @@ define install_torch
 	$(PIP) torch $1; fi
 endef
 
-.PHONY: smoke test test-latest constraints rehearse rehearse-full rehearse-vllm rehearse-smollm2 learn bench bench-learn bench-warm-start bench-solver bench-gpu bench-cli bench-tokens gpu-pack gpu-check lint clean
+.PHONY: smoke test test-slow test-all test-latest constraints rehearse rehearse-full rehearse-vllm rehearse-smollm2 learn bench bench-learn bench-warm-start bench-solver bench-gpu bench-cli bench-tokens gpu-pack gpu-check lint clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -87,14 +89,21 @@ $(VENV)/.lint: | $(PY)
 smoke: $(VENV)/.smoke
 	$(PY) env_rollout.py --smoke
 
+# Two tiers: `make test`, the instructor's check (minutes), leaves out the tests marked slow, the
+# end-to-end runs (whole modes in subprocesses, benches, sweeps); `make test-all` runs them too.
 test: $(VENV)/.test
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -m "not slow" tests
+
+test-slow: $(VENV)/.test
+	$(PY) -m pytest -q -m slow tests
+
+test-all: test test-slow
 
 # The newest releases, checked again on every call (a release may have come out since the last one).
 LATEST ?= .venv-latest
 test-latest:
 	rm -f $(LATEST)/.test
-	$(MAKE) test VENV=$(LATEST) CONSTRAINTS= UPGRADE="--upgrade --upgrade-strategy eager"
+	$(MAKE) test-all VENV=$(LATEST) CONSTRAINTS= UPGRADE="--upgrade --upgrade-strategy eager"
 
 # After a green test-latest: those versions become the tested set (commit the file with the change).
 constraints: test-latest
@@ -131,10 +140,7 @@ learn: $(VENV)/.test
 bench: $(VENV)/.smoke
 	$(PY) bench/smoke_bench.py
 
-bench-rehearse-smollm2: $(VENV)/.test
-	$(PY) env_rollout.py --full --smollm2
-
-learn: $(VENV)/.test
+bench-learn: $(VENV)/.test
 	$(PY) bench/learn_bench.py
 
 SCALE ?= smollm2

@@ -116,7 +116,7 @@ def full_settings(tier: str, output_dir: str, device: str, steps: int, extra: li
     flags += ["--save_strategy", "no", "--log_completions", "false", "--disable_tqdm", "true"]
     flags += ["--bf16", str(not on_cpu), "--use_cpu", str(on_cpu), "--report_to", "none"]
     if on_cpu:
-        (checkpointing,) = recipes.current_names({"gradient_checkpointing": False})  # its name in this release
+        (checkpointing,) = trl_glue.current_names({"gradient_checkpointing": False})  # its name in this release
         flags += [f"--{checkpointing}", "false"] + [f"--{k}={v}" for k, v in CPU_SCALE.items()]
     return recipes.parse_full(flags + list(extra), env_rollout.WordleSettings)
 

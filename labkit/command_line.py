@@ -12,6 +12,7 @@ import importlib.util
 import math
 import os
 import sys
+import tempfile
 
 MODES = ("smoke", "full", "rehearse", "learn", "show-mask", "check")  # --check last: it takes a value
 
@@ -172,6 +173,7 @@ def parse(argv: list[str], config_class_of):
     if chosen.check_target is not None:
         chosen.mode = "check"
     needed = () if chosen.mode == "smoke" else ("transformers", "trl", "datasets")  # --smoke: torch alone
+    needed += ("peft",) if chosen.mode == "full" else ()  # the recipes' LoRA adapter, --dry-run's printout too
     if missing := [name for name in needed if importlib.util.find_spec(name) is None]:
         print(
             f"env_rollout.py --{chosen.mode} needs {', '.join(missing)}, not installed in this Python ({sys.executable}). "
@@ -198,6 +200,11 @@ def parse(argv: list[str], config_class_of):
             )
         raise SystemExit(0)
     config_class = config_class_of(chosen.mode)
+    if chosen.mode == "full":
+        from labkit import recipes
+
+        if recipes.colocated_without_cuda(rest):  # in seconds: before TRL's parser is imported
+            raise SystemExit(recipes.COLOCATE_NEEDS_CUDA)
     if read_by_trl(chosen.mode, config_class):
         return chosen.mode, with_checked_plot(chosen.mode, recipe_flags(chosen.mode, rest, config_class_of))
     parser = config_parser(chosen.mode, config_class)
@@ -220,7 +227,7 @@ def with_checked_plot(mode: str, config):
     """The config with --plot's path checked before any work (and .png added where it has no
     extension, so that the name printed is the name written); or one line and exit status 2."""
     settings = config[0] if isinstance(config, tuple) else config
-    if getattr(settings, "plot", None):
+    if getattr(settings, "plot", None) is not None:
         try:
             settings.plot = plot_path(settings.plot)
         except ValueError as error:
@@ -230,6 +237,8 @@ def with_checked_plot(mode: str, config):
 
 
 def plot_path(path: str) -> str:
+    if not path.strip():
+        raise ValueError("--plot needs a file name, like --plot curve.png")
     try:
         from matplotlib.backend_bases import FigureCanvasBase
     except ImportError:
@@ -243,8 +252,11 @@ def plot_path(path: str) -> str:
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise ValueError(f"--plot {path}: the folder {folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise ValueError(f"--plot {path}: the folder {folder} is not writable")
+    try:  # a file made and removed at once: os.access says yes to root where nothing can be written (/proc)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise ValueError(f"--plot {path}: nothing can be written in the folder {folder} ({error.strerror})") from None
     return path
 
 

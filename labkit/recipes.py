@@ -18,6 +18,8 @@ import math
 import os
 import sys
 
+from labkit.trl_glue import RENAMED_FIELDS, current_names
+
 RECIPES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "recipes")
 SHARED_RECIPE = "wordle_grpo"
 TIERS = ("t1", "t2")
@@ -42,19 +44,6 @@ class UnknownFlags(RecipeError):
     def __init__(self, words: list[str]):
         super().__init__(f"unrecognized arguments: {' '.join(words)}")
         self.words = words
-
-
-# Fields that a newer transformers renamed: the recipes keep the name every supported release knows,
-# and it is given under the new one where the installed release has it (5.25 warns on the old name).
-RENAMED_FIELDS = {"gradient_checkpointing": "activation_checkpointing"}
-
-
-def current_names(recipe: dict) -> dict:
-    """The recipe with each renamed field under the name the installed GRPOConfig takes."""
-    from trl import GRPOConfig
-
-    fields = {field.name for field in dataclasses.fields(GRPOConfig)}
-    return {RENAMED_FIELDS[k] if RENAMED_FIELDS.get(k) in fields else k: v for k, v in recipe.items()}
 
 
 def renamed_field_flags() -> dict:
@@ -185,6 +174,7 @@ def parse_with_recipes(argv, dataclass_types, layers, prog: str, derived=None):
 
 # GRPOConfig values TRL's parser takes but no run can use: refused before anything is loaded.
 IN_RANGE = {
+    "seed": (lambda value: 0 <= value < 2**32, "a whole number from 0 to 4294967295 (numpy's seeds)"),
     "learning_rate": (lambda value: value > 0, "a positive number"),
     "beta": (lambda value: value >= 0, "a number >= 0"),
     "temperature": (lambda value: value > 0, "a positive number"),
@@ -331,6 +321,45 @@ def grpo_config(layers: list[str], **overrides):
     return GRPOConfig(**{name: value for name, value in values.items() if name in fields})
 
 
+COLOCATE_NEEDS_CUDA = (
+    "--full: vLLM colocated (the default) needs a CUDA GPU, and this machine has none. To debug the path "
+    "on a CPU, slowly, pass --vllm-mode none; to rehearse it end to end with a tiny model, --tiny."
+)
+
+
+def colocated_without_cuda(argv: list[str]) -> bool:
+    """Whether these --full flags ask for vLLM colocated on a machine without CUDA: read from the recipe
+    files and the flags alone, so that the refusal comes in seconds, before TRL is imported (TRL's parser
+    reads the same layers again after it; refuse_what_cannot_run checks the parsed settings once more).
+    False where the flags are not plain enough to tell: the parsed check then answers."""
+    import torch
+
+    if torch.cuda.is_available():
+        return False
+    reader = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    reader.add_argument("--tier", default="t1")
+    reader.add_argument("--config")
+    for name in ("dry_run", "use_vllm", *CPU_SCALES):
+        reader.add_argument(f"--{name}", f"--{name.replace('_', '-')}", nargs="?", const="true", default=None)
+    reader.add_argument("--vllm_mode")
+    reader.add_argument("-h", "--help", action="store_true")
+    try:
+        flags, _ = reader.parse_known_args(spelled_as_trl(argv))
+        if flags.help or flags.tier not in TIERS or str(flags.dry_run).lower() in ("true", "1", "yes"):
+            return False
+        scales = [scale for scale in CPU_SCALES if str(getattr(flags, scale)).lower() in ("true", "1", "yes")]
+        recipe = {}
+        for layer in [SHARED_RECIPE, flags.tier, *scales]:
+            recipe.update(recipe_layer(layer))
+        if flags.config:
+            recipe.update(read_recipe(flags.config))
+    except (SystemExit, RecipeError):  # what TRL's parser will report in its own words
+        return False
+    use_vllm = recipe.get("use_vllm") if flags.use_vllm is None else flags.use_vllm
+    mode = flags.vllm_mode or recipe.get("vllm_mode")  # unset: TRL's default, which only TRL knows
+    return str(use_vllm).lower() in ("true", "1", "yes") and mode == "colocate"
+
+
 def refuse_what_cannot_run(settings, args, model_args, trainer_class=None):
     """Stop, in seconds and before TRL, the game or a model is loaded, a run that cannot go on here;
     return the checkpoint a --resume continues from (None to start afresh)."""
@@ -342,10 +371,7 @@ def refuse_what_cannot_run(settings, args, model_args, trainer_class=None):
         raise SystemExit(f"--full: {', '.join(unset)} unset: the recipes (recipes/wordle_grpo.yaml) set them")
     on_cpu = not torch.cuda.is_available() and not getattr(trainer_class, "vllm_on_cpu", False)
     if args.use_vllm and args.vllm_mode == "colocate" and on_cpu:
-        raise SystemExit(
-            "--full: vLLM colocated (the default) needs a CUDA GPU, and this machine has none. To debug the path "
-            "on a CPU, slowly, pass --vllm-mode none; to rehearse it end to end with a tiny model, --tiny."
-        )
+        raise SystemExit(COLOCATE_NEEDS_CUDA)
     if not model_args.use_peft and settings.tier == "t1":
         raise SystemExit(
             "--use_peft false (full fine-tuning) does not fit tier t1: float32 weights, gradients and Adam "

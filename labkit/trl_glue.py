@@ -23,6 +23,21 @@ class ModelLoadError(RuntimeError):
 FAILURES = (LibraryChanged, ModelLoadError)  # what a mode reports as `MODE FAILED: why`
 
 
+# Fields that a newer transformers renamed: the recipes keep the name every supported release knows,
+# and it is given under the new one where the installed release has it (5.25 warns on the old name).
+RENAMED_FIELDS = {"gradient_checkpointing": "activation_checkpointing"}
+
+
+def current_names(recipe: dict) -> dict:
+    """The recipe with each renamed field under the name the installed GRPOConfig takes."""
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    fields = {field.name for field in dataclasses.fields(GRPOConfig)}
+    return {RENAMED_FIELDS[k] if RENAMED_FIELDS.get(k) in fields else k: v for k, v in recipe.items()}
+
+
 def library_versions() -> str:
     """The installed trl and transformers, and the ones the test suite last passed with."""
     import transformers

@@ -171,7 +171,7 @@ def sft_config(args, settings, output_dir: str):
     how (precision, checkpointing, seed, logging) are the GRPO stage's."""
     from trl import SFTConfig
 
-    from labkit.recipes import current_names
+    from labkit.trl_glue import current_names
 
     return SFTConfig(
         output_dir=output_dir,

@@ -18,6 +18,12 @@ if os.path.isdir(os.path.join(WORDLE_KIT, "nltk_data")):
     os.environ.setdefault("TEXTARENA_DOWNLOAD_NLTK", "0")  # offline: do not try to download the word lists
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "slow: an end-to-end run (a whole mode, a bench, a sweep): make test-all runs it, make test does not"
+    )
+
+
 def run_script(
     *args: str, timeout: float = 300, env: dict | None = None, script: str = "env_rollout.py"
 ) -> subprocess.CompletedProcess:
@@ -30,6 +36,28 @@ def run_script(
         timeout=timeout,
         env=env,
     )
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    """env_rollout.main(args) in this process, with what it prints captured: what run_script shows of
+    a refusal, without a new interpreter importing torch and TRL again for each case (seconds each).
+    For the runs that stop at the command line or before any model loads; a run as a user starts it,
+    in a process of its own, is run_script's."""
+    import contextlib
+    import io
+
+    import env_rollout
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = env_rollout.main(list(args))
+        except SystemExit as stop:
+            status = stop.code
+            if isinstance(status, str):  # what the interpreter does with sys.exit(message)
+                print(status, file=sys.stderr)
+                status = 1
+    return subprocess.CompletedProcess(["env_rollout.py", *args], status or 0, out.getvalue(), err.getvalue())
 
 
 # What a "fails fast" run is shown by, instead of a time: the command line's own main(), in a process of

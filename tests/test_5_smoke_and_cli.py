@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, run_script
+from conftest import ROOT, run_cli, run_script
 
 
 def test_smoke_passes_and_prints_the_spelled_lines(smoke_run):
@@ -72,7 +72,7 @@ def test_smoke_imports_only_torch_and_the_standard_library():
 
 
 def test_failed_learning_exits_non_zero_with_a_message():
-    result = run_script("--smoke", "--iterations", "1")
+    result = run_cli("--smoke", "--iterations", "1")
     assert result.returncode == 1
     assert "smoke FAILED" in result.stderr and "below" in result.stderr
 
@@ -92,10 +92,12 @@ def test_failed_learning_exits_non_zero_with_a_message():
         (["--no-mask"], "--no-mask belongs to --learn, not --smoke"),
         (["--prompts", "two"], "--prompts: must be a whole number >= 1, got 'two'"),
         (["--eval-episodes", "10"], "--eval-episodes: must be a whole number >= 100"),
+        (["--learn", "--seed", "99999999999999999999"], "--seed must be a whole number from 0 to 4294967295"),
+        (["--rehearse", "--seed", "-1"], "--seed must be a whole number from 0 to 4294967295"),
     ],
 )
 def test_parser_refuses_nonsense(flags, complaint):
-    result = run_script(*flags)
+    result = run_cli(*flags)
     assert result.returncode == 2
     assert complaint in result.stderr and len(result.stderr.strip().splitlines()) == 1  # one line, no usage block
 
@@ -110,14 +112,29 @@ def test_parser_refuses_nonsense(flags, complaint):
 )
 def test_a_plot_path_that_cannot_be_written_is_refused_before_training(tmp_path, mode, name, complaint):
     pytest.importorskip("matplotlib")
-    result = run_script(mode, "--plot", str(tmp_path / name), timeout=120)
+    result = run_cli(mode, "--plot", str(tmp_path / name))
     assert result.returncode == 2 and complaint in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not result.stdout  # before any work
 
 
+@pytest.mark.parametrize(
+    "path, complaint",
+    [
+        ("", "--plot needs a file name"),
+        ("  ", "--plot needs a file name"),
+        ("/proc/x.png", "nothing can be written in the folder /proc"),  # root may "access" it; nothing is made
+    ],
+)
+def test_a_plot_path_that_names_no_writable_file_is_one_line(path, complaint):
+    pytest.importorskip("matplotlib")
+    result = run_cli("--smoke", "--plot", path)
+    assert result.returncode == 2 and complaint in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not result.stdout
+
+
 def test_a_plot_path_without_an_extension_is_written_as_png_and_printed_so(tmp_path):
     pytest.importorskip("matplotlib")
-    result = run_script("--smoke", "--plot", str(tmp_path / "curve"))
+    result = run_cli("--smoke", "--plot", str(tmp_path / "curve"))
     assert result.returncode == 0, result.stderr
     assert f"learning curve written to {tmp_path / 'curve.png'}" in result.stdout
     assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -133,7 +150,7 @@ def test_a_mode_without_its_libraries_says_which_make_target_installs_them(tmp_p
 
 
 def test_help_explains_each_mode():
-    result = run_script("--help")
+    result = run_cli("--help")
     assert result.returncode == 0
     for mode, words in [("--smoke", "tabular GRPO"), ("--full", "OpenEnv Wordle"), ("--rehearse", "offline")]:
         assert mode in result.stdout and words in result.stdout
@@ -143,7 +160,7 @@ def test_help_explains_each_mode():
 
 
 def test_help_after_a_mode_shows_that_mode_only():
-    result = run_script("--smoke", "--help")
+    result = run_cli("--smoke", "--help")
     assert result.returncode == 0 and result.stdout.startswith("usage: env_rollout.py --smoke")
     assert "--iterations N" in result.stdout
     assert "--eval-games" not in result.stdout and "--rehearse" not in result.stdout
@@ -152,7 +169,7 @@ def test_help_after_a_mode_shows_that_mode_only():
 def test_full_help_is_trls_parser_help_over_the_recipe_layers():
     """--full's flags are TRL's: its help is TrlParser's over WordleSettings, GRPOConfig and ModelConfig
     (each field with its underscore and its dash spelling), after the layers the settings are read from."""
-    result = run_script("--full", "--help")
+    result = run_cli("--full", "--help")
     assert result.returncode == 0 and result.stderr == ""
     out = result.stdout
     assert "recipes/wordle_grpo.yaml" in out and "recipes/<tier>.yaml" in out and "--config FILE.yaml" in out
@@ -174,7 +191,7 @@ def test_full_help_is_trls_parser_help_over_the_recipe_layers():
 def test_plot_writes_a_png(tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "curve.png"
-    result = run_script("--smoke", "--plot", str(path))
+    result = run_cli("--smoke", "--plot", str(path))
     assert result.returncode == 0, result.stderr
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -187,3 +204,17 @@ def test_plot_without_matplotlib_says_how_to_install(tmp_path):
     assert result.returncode == 2
     assert "pip install matplotlib" in result.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+def test_every_make_target_the_makefile_lists_resolves_once():
+    """Each `make X` of the Makefile's opening comment is a target with one recipe: make -n shows its
+    commands without running them, and warns of no target defined twice (a second `learn:` once made
+    `make learn` run the learning bench)."""
+    with open(os.path.join(ROOT, "Makefile"), encoding="utf-8") as file:
+        listed = re.findall(r"^#   make ([a-z0-9-]+)", file.read(), re.M)
+    assert {"smoke", "test", "test-all", "learn", "bench-learn", "rehearse-smollm2"} <= set(listed)
+    for target in listed:
+        result = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0 and "warning" not in result.stderr, (target, result.stderr)
+    learn = subprocess.run(["make", "-n", "learn"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+    assert "env_rollout.py --learn" in learn and "learn_bench" not in learn

@@ -4,6 +4,7 @@ rewrites its history), the preflight's bookkeeping, and the command line. What t
 (rewards, invalid moves, seeds, a real server's capacity) is tested against the real game, in
 test_6_wordle_real_game.py."""
 
+import importlib.util
 import inspect
 import socket
 import subprocess
@@ -12,11 +13,11 @@ import threading
 
 import pytest
 import textarena_double
-from conftest import ROOT, run_main_traced, run_script, tool_names
+from conftest import ROOT, run_cli, run_main_traced, tool_names
 
 import env_rollout
 from env_rollout import WordleEnv, invalid_move_rate, solve_rate
-from labkit import command_line
+from labkit import command_line, recipes
 from labkit import wordle_sessions as sessions
 from labkit.wordle_sessions import WordleServerError, preflight
 
@@ -309,8 +310,9 @@ def test_full_cli_fails_fast_on_a_dead_server_without_loading_a_model():
     ],
 )
 def test_full_flags_are_checked_by_trls_parser_in_one_line(flags, complaint):
-    """--full's flags are read by TRL's parser: a bad one is one line on stderr, exit status 2."""
-    result = run_script("--full", *flags, timeout=120)
+    """--full's flags are read by TRL's parser: a bad one is one line on stderr, exit status 2. (With
+    --vllm-mode none: on a machine without CUDA, vLLM colocated is refused first, before TRL's parser.)"""
+    result = run_cli("--full", "--vllm-mode", "none", *flags)
     assert result.returncode == 2 and result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("env_rollout.py --full: error: "), result.stderr
@@ -327,12 +329,12 @@ def test_full_flags_are_checked_by_trls_parser_in_one_line(flags, complaint):
     ],
 )
 def test_a_flag_of_another_mode_is_refused_naming_its_mode(flags, complaint):
-    result = run_script(*flags, timeout=120)
+    result = run_cli(*flags)
     assert result.returncode == 2 and complaint in result.stderr
 
 
 def test_resume_without_a_checkpoint_is_refused(tmp_path):
-    result = run_script(
+    result = run_cli(
         "--full", "--vllm-mode", "none", "--resume", "--output-dir", str(tmp_path), "--env-url", "http://127.0.0.1:9"
     )
     assert result.returncode != 0 and f"--resume: no checkpoint (nor warm start) in {tmp_path}" in result.stderr
@@ -341,24 +343,61 @@ def test_resume_without_a_checkpoint_is_refused(tmp_path):
 def test_existing_checkpoint_needs_resume(tmp_path):
     (tmp_path / "checkpoint-20").mkdir()
     (tmp_path / "checkpoint-100").mkdir()
-    result = run_script(
-        "--full", "--vllm-mode", "none", "--output-dir", str(tmp_path), "--env-url", "http://127.0.0.1:9"
-    )
+    result = run_cli("--full", "--vllm-mode", "none", "--output-dir", str(tmp_path), "--env-url", "http://127.0.0.1:9")
     assert result.returncode != 0 and "--resume" in result.stderr
 
 
 @pytest.mark.skipif(env_rollout.torch.cuda.is_available(), reason="this machine has a GPU: vLLM can colocate")
 def test_full_with_colocated_vllm_on_a_machine_without_cuda_is_refused_at_once():
     result, report = run_main_traced("--full", timeout=120)
-    assert result.returncode != 0 and "--vllm-mode none" in result.stderr and "preflight" not in result.stdout
-    # Refused once TRL's parser has read the flags: before a game, a dataset, vLLM or a model.
-    assert not {"datasets", "vllm"} & set(report["imported"]) and "textarena_env" not in result.stderr
-    assert not [name for name in report["imported"] if "qwen3" in name] and report["threads"] == []
+    assert result.returncode == 1 and "--vllm-mode none" in result.stderr and "preflight" not in result.stdout
+    assert len(result.stderr.strip().splitlines()) == 2  # the refusal, then the trace's own report line
+    # Refused from the recipe files and the flags alone: before TRL, a game, a dataset, vLLM or a model.
+    assert report["imported"] == [] and "textarena_env" not in result.stderr and report["threads"] == []
+
+
+@pytest.mark.skipif(env_rollout.torch.cuda.is_available(), reason="this machine has a GPU: vLLM can colocate")
+@pytest.mark.parametrize(
+    "flags, refused",
+    [
+        ([], True),
+        (["--tier", "t2"], True),
+        (["--vllm-mode", "colocate"], True),
+        (["--use-vllm"], True),
+        (["--vllm-mode", "none"], False),
+        (["--use_vllm", "false"], False),
+        (["--vllm_mode=server"], False),
+        (["--tiny"], False),
+        (["--smollm2"], False),
+        (["--dry-run"], False),
+        (["--tier", "t3"], False),  # TRL's parser and the lab's checks answer these in their own words
+    ],
+)
+def test_the_early_cuda_refusal_reads_the_recipes_and_flags_as_trl_will(flags, refused):
+    assert recipes.colocated_without_cuda(flags) is refused
+
+
+@pytest.mark.skipif(env_rollout.torch.cuda.is_available(), reason="this machine has a GPU: vLLM can colocate")
+def test_the_early_cuda_refusal_reads_a_config_file(tmp_path):
+    (tmp_path / "off.yaml").write_text("use_vllm: false\n")
+    (tmp_path / "on.yaml").write_text("vllm_mode: colocate\n")
+    assert recipes.colocated_without_cuda(["--config", str(tmp_path / "off.yaml")]) is False
+    assert recipes.colocated_without_cuda(["--tiny", "--config", str(tmp_path / "on.yaml")]) is False  # tiny: no vLLM
+    assert recipes.colocated_without_cuda(["--config", str(tmp_path / "on.yaml")]) is True
+
+
+def test_full_without_peft_is_one_line(monkeypatch, capsys):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "peft" else real(name, *a))
+    with pytest.raises(SystemExit) as stop:
+        command_line.parse(["--full", "--dry-run"], env_rollout.config_class_of)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 1 and len(lines) == 1 and "--full needs peft" in lines[0]
 
 
 @pytest.mark.parametrize("no_lora", [["--use_peft", "false"], ["--lora-rank", "0"]])  # TRL's spelling, the old one
 def test_full_fine_tuning_on_t1_is_refused_with_the_reason(no_lora):
-    result = run_script("--full", "--vllm-mode", "none", *no_lora, "--env-url", "http://127.0.0.1:9")
+    result = run_cli("--full", "--vllm-mode", "none", *no_lora, "--env-url", "http://127.0.0.1:9")
     assert result.returncode != 0 and "27.5 GB" in result.stderr and "--use_peft false" in result.stderr
     assert "preflight:" not in result.stdout  # refused before the game is tried
 

@@ -249,6 +249,7 @@ def test_a_real_server_plays_through_parked_sessions(small_server, monkeypatch):
 # of a server that can, and tells a full server from a slow one.
 
 
+@pytest.mark.slow
 def test_preflight_holds_32_sessions_of_a_server_of_32_and_parks_them(monkeypatch):
     monkeypatch.setattr(wordle_sessions, "PARKED_CLIENTS", {})
     with real_server(max_concurrent_envs=32) as url:
@@ -265,6 +266,7 @@ def test_preflight_holds_32_sessions_of_a_server_of_32_and_parks_them(monkeypatc
                 client.close()
 
 
+@pytest.mark.slow
 def test_preflight_refuses_a_server_of_8_naming_max_concurrent_envs(monkeypatch):
     monkeypatch.setattr(wordle_sessions, "PARKED_CLIENTS", {})
     with real_server(max_concurrent_envs=8) as url:

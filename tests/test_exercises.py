@@ -130,6 +130,7 @@ def summary(sweep: dict, *commands: str) -> str:
 BELOW_BAR = "smoke FAILED: after training, success {after:.3f} is below 0.849 (97% of the optimum)"
 
 
+@pytest.mark.slow
 def test_exercise_1_group_size(sweep):
     default, small = sweep[""], sweep["--group 2"]
     why = summary(sweep, "", "--group 2", "--iterations 30", "--iterations 30 --group 2", "--group 2 --prompts 48")
@@ -156,6 +157,7 @@ def test_exercise_1_group_size(sweep):
     assert (min(first), max(first), default[0]["zero"][3]) == (4, 9, 120), why
 
 
+@pytest.mark.slow
 def test_exercise_2_groups_that_teach_nothing(sweep):
     default, trivial, easy = sweep[""], sweep["--n 2 --max-turns 2"], sweep["--max-turns 4"]
     why = summary(sweep, "", "--n 2 --max-turns 2", "--max-turns 4")
@@ -176,6 +178,7 @@ def test_exercise_2_groups_that_teach_nothing(sweep):
     assert (min(totals), max(totals)) == (604, 624), why
 
 
+@pytest.mark.slow
 def test_exercise_3_without_the_legal_move_mask(sweep):
     masked, free = sweep[""], sweep["--no-legal-mask"]
     why = summary(sweep, "", "--no-legal-mask", "--iterations 30", "--iterations 30 --no-legal-mask")
@@ -207,6 +210,7 @@ def test_the_legal_mask_is_on_by_default():
     assert parse(["--smoke", "--no-legal-mask"], config_class_of)[1].legal_mask is False
 
 
+@pytest.mark.slow
 def test_exercise_7_learning_rate(sweep):
     slow, fast = sweep["--lr 0.05"], sweep["--lr 2"]
     why = summary(sweep, "--lr 0.05", "--lr 2")
@@ -358,6 +362,7 @@ def test_coding_exercise_the_untouched_starter_fails_with_its_reason(exercise, t
     assert all(line.startswith("FAIL  ") and "NotImplementedError: TODO" in line for line in lines[:-1]), result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exercise", sorted(CODING))
 def test_coding_exercise_the_answer_passes_and_trains_as_the_page_says(exercise):
     starter, name, cases = CODING[exercise]

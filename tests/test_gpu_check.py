@@ -27,6 +27,7 @@ FIGURES = {  # a figure line of each part, as a CPU prints it
 }
 
 
+@pytest.mark.slow
 def test_gpu_check_on_a_cpu_prints_a_line_per_figure_and_writes_them(tmp_path):
     pytest.importorskip("trl")
     pytest.importorskip("textarena_env", reason="the real Wordle is not installed here; `make test` installs it")

@@ -67,3 +67,27 @@ def test_the_walk_sees_imports_inside_functions():
     does import labkit and tiny_qwen, inside its functions."""
     everywhere = {name for name, _ in imported(ast.walk(parsed(os.path.join(ROOT, "env_rollout.py"))))}
     assert {"labkit", "tiny_qwen", "env_check", "torch"} <= everywhere
+
+
+def labkit_imports(path: str) -> set[str]:
+    """The labkit modules this file imports, anywhere in it (from labkit import x, from labkit.x import y)."""
+    found = set()
+    for node in ast.walk(parsed(path)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "labkit":
+            parts = node.module.split(".")
+            found |= {parts[1]} if len(parts) > 1 else {alias.name for alias in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[1] for alias in node.names if alias.name.startswith("labkit.")}
+    return found
+
+
+def test_labkit_modules_import_one_way():
+    """No labkit module imports one that imports it back, directly or through others."""
+    graph = {os.path.basename(path)[:-3]: labkit_imports(path) for path in LABKIT_FILES}
+    assert graph["recipes"] >= {"trl_glue"}, "the walk is broken: recipes.py imports trl_glue"
+
+    def reaches(start: str, goal: str, seen: set) -> bool:
+        return any(name == goal or (name not in seen and reaches(name, goal, seen | {name})) for name in graph[start])
+
+    circles = sorted(name for name in graph if reaches(name, name, set()))
+    assert circles == [], f"labkit modules in an import circle: {circles}"

@@ -8,7 +8,7 @@ import os
 import re
 
 import pytest
-from conftest import ROOT, run_script
+from conftest import ROOT, run_cli
 
 pytest.importorskip("trl")
 
@@ -203,11 +203,11 @@ def one_line_refusal(result, *says: str) -> None:
 def test_a_config_file_with_an_unknown_key_exits_2_with_one_line(tmp_path):
     recipe = tmp_path / "typo.yaml"
     recipe.write_text("learning_rate: 3.0e-6\nlearning_rat: 1.0e-6\n")
-    one_line_refusal(run_script("--full", "--dry-run", "--config", str(recipe), timeout=120), "learning_rat")
+    one_line_refusal(run_cli("--full", "--dry-run", "--config", str(recipe)), "learning_rat")
 
 
 def test_a_bad_value_exits_2_with_one_line():
-    one_line_refusal(run_script("--full", "--beta", "abc", timeout=120), "--beta", "'abc'")
+    one_line_refusal(run_cli("--full", "--dry-run", "--beta", "abc"), "--beta", "'abc'")
 
 
 # --- --dry-run ---------------------------------------------------------------------------------------
@@ -215,7 +215,7 @@ def test_a_bad_value_exits_2_with_one_line():
 
 def dry_run(*argv: str) -> dict[str, str]:
     """`--full --dry-run` with these flags: its `name = value` lines (exit 0)."""
-    result = run_script("--full", "--dry-run", *argv, timeout=120)
+    result = run_cli("--full", "--dry-run", *argv)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [line for line in result.stdout.splitlines() if line and not line.startswith("#")]
     assert all(re.match(r"^[a-z_0-9]+ = ", line) for line in lines), result.stdout
@@ -293,5 +293,5 @@ def test_learn_reads_its_flags_with_trls_parser_over_its_recipe(tmp_path):
     ],
 )
 def test_trls_fields_out_of_range_are_refused_in_one_line(argv, message):
-    result = run_script(*argv, timeout=120)
+    result = run_cli(*argv)
     assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from conftest import ROOT
 
 NOTEBOOK = os.path.join(ROOT, "lab.ipynb")
@@ -55,6 +56,7 @@ def test_the_notebook_is_valid_json_with_code_and_markdown():
     assert "def group_advantages" not in code and "class GuessEnv" not in code
 
 
+@pytest.mark.slow
 def test_every_code_cell_runs_in_order_on_a_cpu():
     started = time.perf_counter()
     result = subprocess.run(

@@ -8,7 +8,7 @@ import re
 import types
 
 import pytest
-from conftest import run_script
+from conftest import run_cli, run_script
 
 from labkit import smollm2
 
@@ -122,11 +122,12 @@ def test_a_file_that_is_not_the_published_one_is_refused(monkeypatch, tmp_path):
 
 
 def test_the_two_cpu_scales_are_refused_together_in_one_line():
-    result = run_script("--full", "--tiny", "--smollm2", "--dry-run", timeout=120)
+    result = run_cli("--full", "--tiny", "--smollm2", "--dry-run")
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "--tiny and --smollm2" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_end_to_end_both_stages_interrupted_and_resumed(tmp_path):
     """A short run of --full --smollm2 against the real game: one warm-start step, then GRPO, stopped
     after checkpoint-2 as by Ctrl-C and resumed to step 3; the lines a GPU run prints."""

@@ -39,6 +39,7 @@ def grpo_logged(grpo_logs: list[str], key: str) -> list[float]:
     return [float(value) for line in grpo_logs for value in re.findall(rf"'{key}': '([^']+)'", line)]
 
 
+@pytest.mark.slow
 def test_full_tiny_end_to_end(tmp_path):
     result = run_script("--full", "--tiny", "--output-dir", str(tmp_path / "tiny"), timeout=1500)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -83,6 +84,7 @@ def test_full_tiny_end_to_end(tmp_path):
     assert (tmp_path / "tiny" / "run" / "warm-start" / "adapter_model.safetensors").exists()
 
 
+@pytest.mark.slow
 def test_full_tiny_without_the_warm_start_runs_the_pure_rl_recipe(tmp_path):
     result = run_script(
         "--full", "--tiny", "--warm-start-games", "0", "--output-dir", str(tmp_path / "tiny"), timeout=1500
@@ -128,6 +130,7 @@ def tiny_settings(*flags: str):
     return parse_full(["--tiny", *flags], WordleSettings)
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_resumes_on_the_prompts_it_had_not_trained_on(tiny_model, tmp_path, monkeypatch):
     def short_run(folder: str):  # --full --tiny's recipe on the tiny model: 3 GRPO steps, shorter episodes
         flags = ["--model_name_or_path", tiny_model, "--max_completion_length", "128", "--eval_games", "0"]
@@ -159,6 +162,7 @@ def test_an_interrupted_run_resumes_on_the_prompts_it_had_not_trained_on(tiny_mo
     assert len(set(seeds)) == rollouts // whole.num_generations  # G rollouts per prompt share one seed
 
 
+@pytest.mark.slow
 def test_the_saved_model_is_on_qwen3s_tokens(tiny_model):
     """What --full --tiny hands run_full (as --model DIR) is a Qwen3 checkpoint in all but size: Qwen3's
     own tokenizer, loaded as TRL loads it, encoding as an independently built one does, and Qwen3's

@@ -9,7 +9,7 @@ import re
 
 import pytest
 import torch
-from conftest import run_script
+from conftest import run_cli, run_script
 
 from env_rollout import EVAL_FIRST_SEED, GuessEnv
 from labkit.trl_glue import LibraryChanged, build_grpo_trainer, render_prompt_ids
@@ -164,6 +164,7 @@ def test_no_mask_trains_on_the_environments_tokens(tokenizer, tmp_path, observat
     assert inserted > 0  # the environment answered some calls
 
 
+@pytest.mark.slow
 def test_learn_end_to_end_at_toy_size(tmp_path):
     plot = tmp_path / "curve.png"
     result = run_script(
@@ -196,7 +197,7 @@ def test_learn_end_to_end_at_toy_size(tmp_path):
     ],
 )
 def test_learn_flags_are_checked(argv, message):
-    result = run_script(*argv, timeout=60)
+    result = run_cli(*argv)
     assert result.returncode == 2 and message in result.stderr
 
 

@@ -133,6 +133,7 @@ def test_wordle_env_through_trl_for_one_step(monkeypatch, tokenizer, tmp_path):
     assert server.resets == 8 and server.open_sessions == 8  # one session per pooled instance, re-used
 
 
+@pytest.mark.slow
 def test_rehearse_end_to_end():
     result = run_script("--rehearse", timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -5,7 +5,7 @@ import importlib.util
 import re
 
 import pytest
-from conftest import run_script
+from conftest import run_cli, run_script
 
 from tiny_qwen import mask_runs, shown_run
 
@@ -54,6 +54,7 @@ def show_mask_run():
     return result
 
 
+@pytest.mark.slow
 @needs_the_game
 def test_show_mask_ends_with_the_counts_of_one_episode(show_mask_run):
     last = show_mask_run.stdout.rstrip("\n").splitlines()[-1]
@@ -69,6 +70,7 @@ def test_show_mask_ends_with_the_counts_of_one_episode(show_mask_run):
     assert all(a != b for a, b in zip(marks[:-1], marks[1:], strict=True))  # runs alternate: each as long as it can be
 
 
+@pytest.mark.slow
 @needs_the_game
 def test_masked_runs_are_the_games_answers_and_trained_runs_the_models_calls(show_mask_run):
     runs = runs_printed(show_mask_run.stdout)
@@ -82,6 +84,7 @@ def test_masked_runs_are_the_games_answers_and_trained_runs_the_models_calls(sho
     assert not any("<tool_response>" in text for text in trained)
 
 
+@pytest.mark.slow
 @needs_the_game
 def test_output_that_is_not_a_terminal_is_marked_plainly(show_mask_run):
     out = show_mask_run.stdout
@@ -104,14 +107,15 @@ def test_a_run_is_coloured_on_a_terminal_and_its_control_characters_escaped():
 
 
 def test_help_lists_the_mode_and_its_flags():
-    listed = run_script("--help")
+    listed = run_cli("--help")
     assert listed.returncode == 0
     assert "| --show-mask |" in listed.stdout and "usage: env_rollout.py --show-mask [--seed N]" in listed.stdout
-    own = run_script("--show-mask", "--help")
+    own = run_cli("--show-mask", "--help")
     assert own.returncode == 0 and own.stdout.startswith("usage: env_rollout.py --show-mask [--seed N]")
     assert "--iterations" not in own.stdout
 
 
+@pytest.mark.slow
 @needs_the_game
 def test_the_local_game_tries_no_download_when_its_data_is_here(show_mask_run):
     # TEXTARENA_DOWNLOAD_NLTK=0 (conftest, the Makefile): TextArena's dictionary would otherwise call

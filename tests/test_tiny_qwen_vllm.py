@@ -6,11 +6,11 @@ import os
 
 import pytest
 import torch
-from conftest import ROOT, run_script
+from conftest import ROOT, run_cli
 
 import env_rollout
 from env_rollout import SmokeFailure
-from labkit import command_line
+from labkit import recipes
 
 pytest.importorskip("trl")
 from tiny_qwen import VLLM_CPU_ROUNDING, compare_vllm_weights, stacked_weight  # noqa: E402
@@ -27,13 +27,14 @@ from tiny_qwen import VLLM_CPU_ROUNDING, compare_vllm_weights, stacked_weight  #
     ],
 )
 def test_which_generation_each_run_takes(flags, generation):
-    mode, (_, args, _) = command_line.parse(flags, env_rollout.config_class_of)
-    assert mode == "full" and (args.vllm_mode if args.use_vllm else "none") == generation
+    # What the recipes and flags resolve to (the command line itself refuses colocate on a CPU at once).
+    _, args, _ = recipes.parse_full(flags[1:], env_rollout.WordleSettings)
+    assert (args.vllm_mode if args.use_vllm else "none") == generation
 
 
 def test_tiny_refuses_server_mode_and_says_what_it_takes():
     # The flags parse (any flag overrides the tiny recipe); --full --tiny itself refuses, before it makes anything.
-    result = run_script("--full", "--tiny", "--vllm-mode", "server", "--output_dir", "unused-tiny-server-run")
+    result = run_cli("--full", "--tiny", "--vllm-mode", "server", "--output_dir", "unused-tiny-server-run")
     assert result.returncode == 1
     assert "--tiny generates with --vllm-mode none (the default) or colocate, not server" in result.stderr
     assert not os.path.exists(os.path.join(ROOT, "unused-tiny-server-run"))
