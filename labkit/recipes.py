@@ -347,9 +347,10 @@ def colocated_without_cuda(argv: list[str]) -> bool:
         flags, _ = reader.parse_known_args(spelled_as_trl(argv))
         if flags.help or flags.tier not in TIERS or str(flags.dry_run).lower() in ("true", "1", "yes"):
             return False
-        scales = [scale for scale in CPU_SCALES if str(getattr(flags, scale)).lower() in ("true", "1", "yes")]
+        if any(str(getattr(flags, scale)).lower() in ("true", "1", "yes") for scale in CPU_SCALES):
+            return False  # a CPU scale runs vLLM colocated on vLLM's CPU build (make rehearse-vllm)
         recipe = {}
-        for layer in [SHARED_RECIPE, flags.tier, *scales]:
+        for layer in [SHARED_RECIPE, flags.tier]:
             recipe.update(recipe_layer(layer))
         if flags.config:
             recipe.update(read_recipe(flags.config))

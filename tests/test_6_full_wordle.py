@@ -369,6 +369,8 @@ def test_full_with_colocated_vllm_on_a_machine_without_cuda_is_refused_at_once()
         (["--vllm_mode=server"], False),
         (["--tiny"], False),
         (["--smollm2"], False),
+        (["--tiny", "--vllm-mode", "colocate"], False),  # vLLM's CPU build: make rehearse-vllm
+        (["--smollm2", "--vllm-mode", "colocate"], False),
         (["--dry-run"], False),
         (["--tier", "t3"], False),  # TRL's parser and the lab's checks answer these in their own words
     ],

@@ -1,6 +1,7 @@
 """The benchmark scripts run (their figures are read by people, not asserted here)."""
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -12,6 +13,7 @@ from conftest import ROOT
 pytest.importorskip("trl")
 
 
+@pytest.mark.slow
 def test_gpu_memory_benchmark_runs_on_a_cpu_at_toy_size():
     script = os.path.join(ROOT, "bench", "gpu_memory.py")
     result = subprocess.run(
@@ -35,6 +37,7 @@ def test_gpu_memory_benchmark_refuses_without_a_gpu():
     assert result.returncode != 0 and "no CUDA GPU" in result.stderr
 
 
+@pytest.mark.slow
 def test_learn_benchmark_runs_at_toy_size():
     script = os.path.join(ROOT, "bench", "learn_bench.py")
     scale = ["--learn-steps", "1", "--learn-prompts", "2", "--learn-eval-episodes", "100"]
@@ -55,6 +58,7 @@ def test_learn_benchmark_runs_at_toy_size():
     )
 
 
+@pytest.mark.slow
 def test_cli_benchmark_times_each_refusal_at_toy_size():
     script = os.path.join(ROOT, "bench", "cli_bench.py")
     result = subprocess.run([sys.executable, script, "--runs", "1"], capture_output=True, text=True, timeout=600)
@@ -72,6 +76,7 @@ def test_cli_benchmark_times_each_refusal_at_toy_size():
         )
 
 
+@pytest.mark.slow
 def test_token_budget_counts_what_an_independent_layout_counts(monkeypatch):
     """bench/token_budget.py at toy size (two plans of 8 calls): its prompt equals the prompt as
     env_rollout renders it, and its longest episode, laid out by TRL, has the length that tiny_qwen's
@@ -111,3 +116,21 @@ def test_token_budget_counts_what_an_independent_layout_counts(monkeypatch):
         layout += len(tokenizer.encode(call, add_special_tokens=False))
         layout += len(tiny_qwen.tool_response_ids(tokenizer, "guess", game.guess(f"[{word}]")))
     assert longest == layout
+
+
+def test_the_warm_start_bench_reads_each_runs_own_peak_memory(tmp_path):
+    """A small run after a large one shows its own peak, not the largest so far (RUSAGE_CHILDREN's).
+    Measured from a small Python process, as the bench is one: on Linux a child's peak starts from its
+    parent's resident set at the fork (this test process holds torch and TRL)."""
+    code = (
+        "import json, sys\n"
+        f"sys.path.insert(0, {os.path.join(ROOT, 'bench')!r})\n"
+        "from warm_start_bench import run_with_peak_memory\n"
+        "large = run_with_peak_memory([sys.executable, '-c', 'x = bytearray(400 * 2**20)'], sys.argv[1])\n"
+        "small = run_with_peak_memory([sys.executable, '-c', 'import sys; print(1); sys.exit(3)'], sys.argv[1])\n"
+        "print(json.dumps([large[0].returncode, large[1], small[0].returncode, small[0].stdout, small[1]]))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    large_status, large_peak, small_status, small_out, small_peak = json.loads(result.stdout)
+    assert (large_status, small_status, small_out) == (0, 3, "1\n"), result.stderr
+    assert large_peak > 0.39 and small_peak < 0.2, (large_peak, small_peak)
