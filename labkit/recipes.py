@@ -46,6 +46,12 @@ class UnknownFlags(RecipeError):
         self.words = words
 
 
+def said_yes(value) -> bool:
+    """A switch's value as a flag or a recipe gives it (`--tiny`, `--tiny true`, `use_vllm: true`), read
+    before TRL's parser, which takes the same spellings."""
+    return str(value).lower() in ("true", "1", "yes")
+
+
 def renamed_field_flags() -> dict:
     """The flags of RENAMED_FIELDS, both spellings, under the name the installed GRPOConfig takes."""
     flags = {}
@@ -113,7 +119,7 @@ def parse_full(argv: list[str], settings_class):
         raise RecipeError(f"--tier must be one of {', '.join(TIERS)}, got {chosen.tier!r}")
     on_gpu = torch.cuda.is_available()
     where = {"bf16": on_gpu, "use_cpu": not on_gpu}  # where it runs: the machine's
-    scales = [scale for scale in CPU_SCALES if getattr(chosen, scale).lower() in ("true", "1", "yes")]
+    scales = [scale for scale in CPU_SCALES if said_yes(getattr(chosen, scale))]
     layers = [where, SHARED_RECIPE, chosen.tier] + scales
     return parse_with_recipes(argv, (settings_class, GRPOConfig, ModelConfig), layers, "env_rollout.py --full")
 
@@ -345,9 +351,9 @@ def colocated_without_cuda(argv: list[str]) -> bool:
     reader.add_argument("-h", "--help", action="store_true")
     try:
         flags, _ = reader.parse_known_args(spelled_as_trl(argv))
-        if flags.help or flags.tier not in TIERS or str(flags.dry_run).lower() in ("true", "1", "yes"):
+        if flags.help or flags.tier not in TIERS or said_yes(flags.dry_run):
             return False
-        if any(str(getattr(flags, scale)).lower() in ("true", "1", "yes") for scale in CPU_SCALES):
+        if any(said_yes(getattr(flags, scale)) for scale in CPU_SCALES):
             return False  # a CPU scale runs vLLM colocated on vLLM's CPU build (make rehearse-vllm)
         recipe = {}
         for layer in [SHARED_RECIPE, flags.tier]:
@@ -358,7 +364,7 @@ def colocated_without_cuda(argv: list[str]) -> bool:
         return False
     use_vllm = recipe.get("use_vllm") if flags.use_vllm is None else flags.use_vllm
     mode = flags.vllm_mode or recipe.get("vllm_mode")  # unset: TRL's default, which only TRL knows
-    return str(use_vllm).lower() in ("true", "1", "yes") and mode == "colocate"
+    return said_yes(use_vllm) and mode == "colocate"
 
 
 def refuse_what_cannot_run(settings, args, model_args, trainer_class=None):
