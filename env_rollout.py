@@ -12,9 +12,11 @@ Three ideas, in the order this file teaches them:
 
 Read it top to bottom: the smoke lab's settings, 1. the environment, 2. the policy, 3. rollout and
 trace, 4. the GRPO update, 5. the smoke run and its checks (`--smoke`, the default), 6. the full path
-(`--full`: Qwen3 + TRL against OpenEnv Wordle on a GPU; `--full --dry-run` prints its settings), and
-the command line. Beside it: tiny_qwen.py (the CPU modes --rehearse, --learn, --show-mask, --full
---tiny), env_check.py (--check), labkit/ (the plumbing) and recipes/ (--full's settings, TRL's own).
+(`--full`: Qwen3 + TRL against OpenEnv Wordle on a GPU; `--full --dry-run` prints its settings).
+Beside it, built on it (the lesson imports none of them): modes.py (the command line, which running
+this file hands over to), trl_on_cpu.py (the CPU modes --rehearse, --learn, --show-mask, --full --tiny
+and --smollm2), env_check.py (--check); beneath it labkit/ (the plumbing) and recipes/ (--full's
+settings, TRL's own).
 """
 
 import dataclasses
@@ -22,7 +24,6 @@ import functools
 import math
 import os
 import random
-import sys
 import time
 import zlib
 from typing import NamedTuple
@@ -864,63 +865,9 @@ def held_out_figures(stage: str, evaluations: dict) -> str:
     return f"{stage} skipped" if figures is None else f"{stage} " + " ".join(f"{k}={v:.3f}" for k, v in figures.items())
 
 
-# =====================================================================================================
-# Command line: a mode flag, then that mode's own flags
-# =====================================================================================================
-# --full, --learn, --rehearse: TRL's parser over their recipes (labkit/recipes.py); the other modes: one
-# flag per field of their config dataclass (SmokeConfig above, the others beside), labkit/command_line.py.
-
-
-MODE_CONFIG_AND_RUN = {  # each mode's config class and runner, in this file or in the module beside it
-    "smoke": ("SmokeConfig", "run_smoke"),
-    "full": ("WordleSettings", "run_full"),
-    "rehearse": ("RehearseConfig", "run_rehearse"),
-    "learn": ("LearnConfig", "run_learn"),
-    "show-mask": ("ShowMaskConfig", "run_show_mask"),
-    "check": ("CheckConfig", "run_mode"),
-}
-
-
-def mode_module(mode: str, tiny: bool = False):
-    """Where a mode lives: this file, or tiny_qwen.py / env_check.py, imported only for their modes."""
-    if mode in ("rehearse", "learn", "show-mask") or tiny:
-        import tiny_qwen
-
-        return tiny_qwen
-    if mode == "check":
-        import env_check
-
-        return env_check
-    return sys.modules[__name__]
-
-
-def config_class_of(mode: str):
-    return getattr(mode_module(mode), MODE_CONFIG_AND_RUN[mode][0])
-
-
-def main(argv: list[str] | None = None) -> int:
-    from labkit import command_line, recipes, trl_glue
-    from labkit import wordle_sessions as sessions
-
-    mode, config = command_line.parse(sys.argv[1:] if argv is None else list(argv), config_class_of)
-    if mode == "full" and config[0].dry_run:  # what a run would use, before booking GPU time
-        return recipes.print_dry_run(*config)
-    if mode == "full" and (config[0].tiny or config[0].smollm2):  # the CPU scales
-        cpu_scales = mode_module(mode, tiny=True)
-        run = cpu_scales.run_full_smollm2 if config[0].smollm2 else cpu_scales.run_full_tiny
-    else:
-        run = getattr(mode_module(mode), MODE_CONFIG_AND_RUN[mode][1])
-    failures = (SmokeFailure, sessions.WordleServerError, sessions.MissingClientError, *trl_glue.FAILURES)
-    try:
-        status = run(*config) if isinstance(config, tuple) else run(config)  # TRL-parsed: (settings, GRPOConfig...)
-    except failures as failure:
-        print(f"{mode} FAILED: {failure}", file=sys.stderr)
-        return 1
-    return status if isinstance(status, int) else 0
-
-
 if __name__ == "__main__":
-    # tiny_qwen.py imports this file as the module `env_rollout`: it is this module, not a second copy
-    # (so that the exceptions main() catches are the ones raised).
-    sys.modules.setdefault("env_rollout", sys.modules[__name__])
-    sys.exit(main())
+    # The command line, modes.py, imports this lesson and the modes built beside it on the lesson; the
+    # lesson imports none of them. So the script hands over to it, as `python modes.py` would run it.
+    import runpy
+
+    runpy.run_module("modes", run_name="__main__")

@@ -150,7 +150,7 @@ def run_full_part(options) -> int:
     import env_rollout
     from bench import gpu_memory
     from labkit import recipes
-    from tiny_qwen import ctrl_c_after_checkpoint
+    from trl_on_cpu import ctrl_c_after_checkpoint
 
     device = options.device
     shape, cap_gb = PLANS[device]["t1"]

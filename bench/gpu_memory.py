@@ -40,7 +40,7 @@ sys.path.insert(0, ROOT)
 import torch  # noqa: E402
 
 import env_rollout  # noqa: E402
-import tiny_qwen  # noqa: E402
+import trl_on_cpu  # noqa: E402
 from labkit import recipes, trl_glue  # noqa: E402
 from labkit.offline_tokenizers import QWEN3_VOCAB_SIZE  # noqa: E402
 
@@ -67,7 +67,7 @@ SHAPES = {  # Qwen3's published configurations (config.json), less the vocabular
         tie_word_embeddings=True,
     ),
     # The lab's tiny Qwen3, for a check of the path on a CPU; Wordle's episodes want the longer context.
-    "tiny": {**tiny_qwen.TINY_QWEN3, "max_position_embeddings": 2048},
+    "tiny": {**trl_on_cpu.TINY_QWEN3, "max_position_embeddings": 2048},
 }
 WARM_START_POOL = 64  # solver games played; the warm start trains on the longest of them
 # On a CPU, the same path at toy sizes: a check of the script, not a figure of the recipe.

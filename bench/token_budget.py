@@ -112,7 +112,7 @@ def main() -> None:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
     import env_rollout
-    import tiny_qwen
+    import trl_on_cpu
     from env_rollout import LOGGED_METRICS, WORDLE_PROMPT, WordleEnv
     from labkit import wordle_sessions
     from labkit.offline_tokenizers import QWEN3_VOCAB_SIZE, qwen3_tokenizer
@@ -120,7 +120,7 @@ def main() -> None:
     from labkit.trl_glue import build_grpo_trainer, render_prompt_ids
 
     tokenizer = qwen3_tokenizer()
-    model = tiny_qwen.build_tiny_model(tokenizer, vocab_size=QWEN3_VOCAB_SIZE, max_position_embeddings=4096)
+    model = trl_on_cpu.build_tiny_model(tokenizer, vocab_size=QWEN3_VOCAB_SIZE, max_position_embeddings=4096)
     words = wordle_sessions.wordle_words()
     seed = 1  # one secret word for every plan
     secret = wordle_sessions.secret_word(seed, words)

@@ -1,6 +1,6 @@
 """labkit: the plumbing beneath env_rollout.py's lesson.
 
-Each module holds one kind of plumbing and imports nothing from env_rollout.py, tiny_qwen.py or
+Each module holds one kind of plumbing and imports nothing from env_rollout.py, modes.py, trl_on_cpu.py or
 env_check.py (the lesson and the modes import these, never the reverse):
 
 - `wordle_sessions`: the Wordle game's sessions: the in-process game and its seeding, OpenEnv server

@@ -141,7 +141,7 @@ def check_trl_reads_tool_calls(trainer, prompt_text: str, tool, arguments: dict)
     )
 
 
-# The trainer subclasses of the CPU modes (tiny_qwen.py) override private GRPOTrainer methods, which
+# The trainer subclasses of the CPU modes (trl_on_cpu.py) override private GRPOTrainer methods, which
 # TRL may change in any release. Before a subclass is made, each method it overrides is checked to
 # exist with the parameters it was written against (trl 1.16; 1.15 has the same), and what the
 # overrides read back is checked as it arrives: a change stops the run, naming the versions, instead

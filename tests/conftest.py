@@ -39,19 +39,19 @@ def run_script(
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    """env_rollout.main(args) in this process, with what it prints captured: what run_script shows of
+    """modes.main(args) in this process, with what it prints captured: what run_script shows of
     a refusal, without a new interpreter importing torch and TRL again for each case (seconds each).
     For the runs that stop at the command line or before any model loads; a run as a user starts it,
     in a process of its own, is run_script's."""
     import contextlib
     import io
 
-    import env_rollout
+    import modes
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            status = env_rollout.main(list(args))
+            status = modes.main(list(args))
         except SystemExit as stop:
             status = stop.code
             if isinstance(status, str):  # what the interpreter does with sys.exit(message)
@@ -67,9 +67,9 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 TRACED_MAIN = """
 import json, sys, threading
 sys.path.insert(0, {root!r})
-import env_rollout
+import modes
 try:
-    status = env_rollout.main({args!r})
+    status = modes.main({args!r})
 except SystemExit as stop:
     status = stop.code
 if isinstance(status, str):  # what sys.exit(message) does, before the report
@@ -85,7 +85,7 @@ sys.exit(status)
 
 
 def run_main_traced(*args: str, timeout: float = 300, env: dict | None = None):
-    """env_rollout's main(args) as the command line runs it; returns (the process, what it reported)."""
+    """modes.main(args) as the command line runs it; returns (the process, what it reported)."""
     import json
 
     code = TRACED_MAIN.format(root=ROOT, args=list(args))

@@ -60,10 +60,10 @@ def test_smoke_imports_only_torch_and_the_standard_library():
         "import sys, torch\n"
         "torch.optim.Adam([torch.zeros(1, requires_grad=True)])\n"
         "baseline = set(sys.modules)\n"
-        "import env_rollout\n"
-        "assert env_rollout.main(['--smoke']) == 0\n"
+        "import modes\n"
+        "assert modes.main(['--smoke']) == 0\n"
         "extra = {m.split('.')[0] for m in set(sys.modules) - baseline}\n"
-        "extra -= set(sys.stdlib_module_names) | {'torch', 'env_rollout', 'labkit'}\n"  # labkit: the lab's own
+        "extra -= set(sys.stdlib_module_names) | {'torch', 'env_rollout', 'modes', 'labkit'}\n"  # labkit: the lab's own
         "print('EXTRA', sorted(extra))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)

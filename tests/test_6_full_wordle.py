@@ -16,6 +16,7 @@ import textarena_double
 from conftest import ROOT, run_cli, run_main_traced, tool_names
 
 import env_rollout
+import modes
 from env_rollout import WordleEnv, invalid_move_rate, solve_rate
 from labkit import command_line, recipes
 from labkit import wordle_sessions as sessions
@@ -392,7 +393,7 @@ def test_full_without_peft_is_one_line(monkeypatch, capsys):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "peft" else real(name, *a))
     with pytest.raises(SystemExit) as stop:
-        command_line.parse(["--full", "--dry-run"], env_rollout.config_class_of)
+        command_line.parse(["--full", "--dry-run"], modes.config_class_of)
     lines = capsys.readouterr().err.strip().splitlines()
     assert stop.value.code == 1 and len(lines) == 1 and "--full needs peft" in lines[0]
 
@@ -406,7 +407,7 @@ def test_full_fine_tuning_on_t1_is_refused_with_the_reason(no_lora):
 
 def test_seed_reaches_trl_and_the_dataset(monkeypatch):
     mode, (settings, args, model_args) = command_line.parse(
-        ["--full", "--vllm-mode", "none", "--seed", "7"], env_rollout.config_class_of
+        ["--full", "--vllm-mode", "none", "--seed", "7"], modes.config_class_of
     )
     assert mode == "full" and args.seed == 7 and args.use_vllm is False
     assert isinstance(settings, env_rollout.WordleSettings) and model_args.model_name_or_path == "Qwen/Qwen3-1.7B"
@@ -422,10 +423,10 @@ def test_only_the_scripts_own_import_error_becomes_one_line(monkeypatch):
     is the one ImportError the script explains in one line."""
     monkeypatch.setattr(env_rollout, "run_smoke", lambda args: (_ for _ in ()).throw(ImportError("libcudart.so")))
     with pytest.raises(ImportError, match="libcudart"):
-        env_rollout.main(["--smoke"])
+        modes.main(["--smoke"])
 
     def missing(args):
         raise sessions.MissingClientError("the Wordle environment needs ...")
 
     monkeypatch.setattr(env_rollout, "run_smoke", missing)
-    assert env_rollout.main(["--smoke"]) == 1
+    assert modes.main(["--smoke"]) == 1

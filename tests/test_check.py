@@ -252,15 +252,13 @@ def test_main_is_the_entry_point_for_env_rollout(capsys):
 
 
 def test_check_config_lives_in_env_check_and_the_command_line_fills_it():
-    import env_rollout
+    import modes
     from labkit import command_line
 
-    assert env_rollout.config_class_of("check") is env_check.CheckConfig
-    mode, config = command_line.parse(
-        ["--check", "broken_envs:CleanEnv", "--episodes", "3"], env_rollout.config_class_of
-    )
+    assert modes.config_class_of("check") is env_check.CheckConfig
+    mode, config = command_line.parse(["--check", "broken_envs:CleanEnv", "--episodes", "3"], modes.config_class_of)
     assert (mode, config) == ("check", env_check.CheckConfig(target="broken_envs:CleanEnv", episodes=3))
-    assert command_line.parse(["--check", "x:Y"], env_rollout.config_class_of)[1].episodes == env_check.DEFAULT_EPISODES
+    assert command_line.parse(["--check", "x:Y"], modes.config_class_of)[1].episodes == env_check.DEFAULT_EPISODES
 
 
 # --- the checker's restated rules against TRL's own behaviour -----------------------------------------

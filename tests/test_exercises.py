@@ -41,6 +41,7 @@ SWEEP = """
 import contextlib, io, json, re, sys
 sys.path.insert(0, {root!r})
 import env_rollout
+import modes
 
 kept = {{}}
 train_and_evaluate = env_rollout.train_and_evaluate
@@ -55,7 +56,7 @@ for flags, seeds in {commands!r}.items():
     for seed in seeds:
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            status = env_rollout.main(["--smoke", "--seed", str(seed), *flags.split()])
+            status = modes.main(["--smoke", "--seed", str(seed), *flags.split()])
         text = out.getvalue()
         figures = re.search(r"^success rate before=(\\S+) after=(\\S+) ", text, re.M)
         zero = re.search(r"^zero advantage: (\\d+) of (\\d+) .* \\((\\d+) of (\\d+) in the first \\d+ updates, (\\d+) in", text, re.M)
@@ -203,8 +204,9 @@ def test_exercise_3_without_the_legal_move_mask(sweep):
 
 
 def test_the_legal_mask_is_on_by_default():
-    from env_rollout import SmokeConfig, config_class_of
+    from env_rollout import SmokeConfig
     from labkit.command_line import parse
+    from modes import config_class_of
 
     assert SmokeConfig().legal_mask is True
     assert parse(["--smoke", "--no-legal-mask"], config_class_of)[1].legal_mask is False
@@ -314,8 +316,8 @@ def test_exercise_6_a_filled_in_starter_passes():
 
 
 def test_every_command_on_the_page_parses():
-    from env_rollout import config_class_of
     from labkit.command_line import parse
+    from modes import config_class_of
 
     with open(os.path.join(ROOT, "docs", "exercises.md"), encoding="utf-8") as file:
         page = file.read()

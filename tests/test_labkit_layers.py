@@ -1,6 +1,7 @@
 """The layers: labkit/ is the plumbing beneath the lesson, and imports none of the lab's scripts; the
 lesson, env_rollout.py, imports only the standard library and torch at its top, so that --smoke loads
-nothing else. Read from the source (ast), so that an import inside a function counts too."""
+nothing else, and none of the modules built on it; those (modes.py, trl_on_cpu.py, env_check.py) import
+one way. Read from the source (ast), so that an import inside a function counts too."""
 
 import ast
 import glob
@@ -10,7 +11,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-SCRIPTS = {"env_rollout", "tiny_qwen", "env_check"}  # the lab's own modules beside labkit/
+SCRIPTS = {"env_rollout", "modes", "trl_on_cpu", "env_check"}  # the lab's own modules beside labkit/
 PROJECT = SCRIPTS | {"labkit"}
 LABKIT_FILES = sorted(glob.glob(os.path.join(ROOT, "labkit", "*.py")))
 
@@ -63,10 +64,37 @@ def test_env_rollout_imports_only_the_standard_library_and_torch_at_its_top():
 
 
 def test_the_walk_sees_imports_inside_functions():
-    """The checks above would pass on anything if `imported` missed nested imports: env_rollout.py
-    does import labkit and tiny_qwen, inside its functions."""
-    everywhere = {name for name, _ in imported(ast.walk(parsed(os.path.join(ROOT, "env_rollout.py"))))}
-    assert {"labkit", "tiny_qwen", "env_check", "torch"} <= everywhere
+    """The checks above would pass on anything if `imported` missed nested imports: modes.py imports
+    trl_on_cpu and env_check inside its functions, env_rollout.py labkit."""
+    everywhere = {name for name, _ in imported(ast.walk(parsed(os.path.join(ROOT, "modes.py"))))}
+    assert {"labkit", "trl_on_cpu", "env_check", "env_rollout"} <= everywhere
+    assert "labkit" in {name for name, _ in imported(ast.walk(parsed(os.path.join(ROOT, "env_rollout.py"))))}
+
+
+def script_imports(name: str) -> set[str]:
+    """The lab's own modules beside labkit/ that this one imports, anywhere in it."""
+    return {found for found, _ in imported(ast.walk(parsed(os.path.join(ROOT, name + ".py"))))} & SCRIPTS - {name}
+
+
+def test_the_lesson_imports_none_of_the_modules_built_on_it():
+    assert script_imports("env_rollout") == set(), "env_rollout.py imports a module built on it"
+
+
+def test_the_scripts_import_one_way():
+    """No module of the lab imports one that imports it back, directly or through others; and none
+    puts itself into sys.modules under another name to make two copies one."""
+    graph = {name: script_imports(name) for name in SCRIPTS}
+    assert graph["modes"] >= {"env_rollout", "trl_on_cpu"} and "env_rollout" in graph["trl_on_cpu"], (
+        "the walk is broken: modes.py imports the lesson and trl_on_cpu, trl_on_cpu the lesson"
+    )
+
+    def reaches(start: str, goal: str, seen: set) -> bool:
+        return any(name == goal or (name not in seen and reaches(name, goal, seen | {name})) for name in graph[start])
+
+    assert sorted(name for name in graph if reaches(name, name, set())) == []
+    for name in SCRIPTS:
+        with open(os.path.join(ROOT, name + ".py"), encoding="utf-8") as file:
+            assert "sys.modules.setdefault" not in file.read(), name
 
 
 def labkit_imports(path: str) -> set[str]:

@@ -15,7 +15,7 @@ pytest.importorskip("trl")
 import trl  # noqa: E402
 
 import env_rollout  # noqa: E402
-import tiny_qwen  # noqa: E402
+import trl_on_cpu  # noqa: E402
 from labkit import recipes  # noqa: E402
 
 # transformers 5.25 renamed gradient_checkpointing activation_checkpointing (the old name: a deprecated alias)
@@ -71,7 +71,7 @@ def test_each_recipe_key_is_a_field_some_parser_knows():
              dataclasses.fields(cls)}  # fmt: skip
     for name in ("wordle_grpo", "t1", "t2", "tiny", "cpu"):
         assert set(read_yaml(name)) <= known, name
-    for settings_class in (tiny_qwen.LearnConfig, tiny_qwen.RehearseConfig):  # a CPU mode's own recipe
+    for settings_class in (trl_on_cpu.LearnConfig, trl_on_cpu.RehearseConfig):  # a CPU mode's own recipe
         own = {field.name for cls in (trl.GRPOConfig, settings_class) for field in dataclasses.fields(cls)}
         assert set(read_yaml(settings_class.RECIPES[-1])) <= own, settings_class.RECIPES[-1]
 
@@ -265,7 +265,7 @@ def test_learn_reads_its_flags_with_trls_parser_over_its_recipe(tmp_path):
     """--learn's GRPOConfig: --full's recipe without its model or Wordle settings (warm_start_steps is
     --learn's own 400, not the Wordle warm start's 64), then recipes/learn.yaml, then --config, then the
     flags; --learn-steps is --max_steps; a step's batch follows from --learn-prompts and G."""
-    settings, args = tiny_qwen.learn_config()
+    settings, args = trl_on_cpu.learn_config()
     learn = read_yaml("learn")
     for name, value in learn.items():
         assert getattr(args, name) == value, name
@@ -273,10 +273,10 @@ def test_learn_reads_its_flags_with_trls_parser_over_its_recipe(tmp_path):
     assert args.generation_batch_size == learn["per_device_train_batch_size"]  # one batch a step
     recipe = tmp_path / "mine.yaml"
     recipe.write_text("beta: 0.0\nnum_generations: 4\n")
-    settings, args = tiny_qwen.learn_config("--config", str(recipe), "--learn-steps", "7", "--learn-prompts=3")
+    settings, args = trl_on_cpu.learn_config("--config", str(recipe), "--learn-steps", "7", "--learn-prompts=3")
     assert (args.beta, args.num_generations, args.max_steps) == (0.0, 4, 7)
     assert args.per_device_train_batch_size == 3 * 4 and settings.learn_prompts == 3
-    assert tiny_qwen.rehearsal_config("--rehearse-steps", "2", "--rollouts-per-step", "4")[1].max_steps == 2
+    assert trl_on_cpu.rehearsal_config("--rehearse-steps", "2", "--rollouts-per-step", "4")[1].max_steps == 2
 
 
 @pytest.mark.parametrize(

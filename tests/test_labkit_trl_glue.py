@@ -1,7 +1,7 @@
 """labkit/trl_glue.py: the builder every mode shares (its metrics stated, its LoRA given as peft's
 config), the Qwen3 tool call, and the guard that stops a run with LibraryChanged, naming the versions,
 where TRL or transformers no longer does what the lab leans on. What the guards catch in TRL itself is
-tested where the modes lean on it (test_tiny_qwen_learn.py)."""
+tested where the modes lean on it (test_trl_on_cpu_learn.py)."""
 
 import inspect
 

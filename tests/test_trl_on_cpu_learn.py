@@ -1,4 +1,4 @@
-"""tiny_qwen.py, --learn's pieces (the short-episode tokenizer, the thermometer embeddings, the
+"""trl_on_cpu.py, --learn's pieces (the short-episode tokenizer, the thermometer embeddings, the
 cached tool suffix, the evaluation's figures, the evaluation through TRL, the --no-mask ablation) and
 the mode itself."""
 
@@ -13,7 +13,7 @@ from conftest import run_cli, run_script
 
 from env_rollout import EVAL_FIRST_SEED, GuessEnv
 from labkit.trl_glue import LibraryChanged, build_grpo_trainer, render_prompt_ids
-from tiny_qwen import (
+from trl_on_cpu import (
     LEARN_METRICS,
     RESPONSES_WRITTEN,
     build_tiny_model,
@@ -295,12 +295,12 @@ def test_learn_stops_naming_the_versions_when_trl_cannot_read_a_call(monkeypatch
     import transformers
     import trl
 
-    import env_rollout
-    import tiny_qwen
+    import modes
+    import trl_on_cpu
 
-    made = tiny_qwen.learn_tokenizer
-    monkeypatch.setattr(tiny_qwen, "learn_tokenizer", lambda seed=0: unreadable_calls(made(seed)))
-    assert env_rollout.main([*LEARN_IN_SECONDS, "--learn-eval-episodes", "100"]) == 1
+    made = trl_on_cpu.learn_tokenizer
+    monkeypatch.setattr(trl_on_cpu, "learn_tokenizer", lambda seed=0: unreadable_calls(made(seed)))
+    assert modes.main([*LEARN_IN_SECONDS, "--learn-eval-episodes", "100"]) == 1
     output = capsys.readouterr()
     assert output.err.startswith("learn FAILED: TRL cannot read the model's tool calls: from '<tool_call>\\n")
     assert "Every episode would end unread and train on nothing." in output.err
@@ -315,13 +315,13 @@ def test_learn_stops_when_the_evaluation_parses_no_call(monkeypatch, capsys):
     """The second guard: the warm-started model's own episodes, through TRL's evaluation."""
     import transformers
 
-    import env_rollout
-    import tiny_qwen
+    import modes
+    import trl_on_cpu
 
-    made = tiny_qwen.learn_tokenizer
-    monkeypatch.setattr(tiny_qwen, "learn_tokenizer", lambda seed=0: unreadable_calls(made(seed)))
-    monkeypatch.setattr(tiny_qwen, "check_trl_reads_tool_calls", lambda *args: None)  # the first guard, passed
-    assert env_rollout.main([*LEARN_IN_SECONDS, "--learn-eval-episodes", "100"]) == 1
+    made = trl_on_cpu.learn_tokenizer
+    monkeypatch.setattr(trl_on_cpu, "learn_tokenizer", lambda seed=0: unreadable_calls(made(seed)))
+    monkeypatch.setattr(trl_on_cpu, "check_trl_reads_tool_calls", lambda *args: None)  # the first guard, passed
+    assert modes.main([*LEARN_IN_SECONDS, "--learn-eval-episodes", "100"]) == 1
     output = capsys.readouterr()
     assert output.err.startswith("learn FAILED: TRL parsed no tool call in 100 episodes of the warm-started model")
     assert f"transformers {transformers.__version__}" in output.err and "before GRPO" not in output.out

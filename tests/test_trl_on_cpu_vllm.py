@@ -1,4 +1,4 @@
-"""tiny_qwen.py, --full --tiny --vllm-mode colocate: which generation each run takes, and the check that
+"""trl_on_cpu.py, --full --tiny --vllm-mode colocate: which generation each run takes, and the check that
 vLLM's weights are the trained ones. The run itself needs vLLM's CPU build, which has an environment of
 its own: `make rehearse-vllm` (run by .ci/run) is its end-to-end test."""
 
@@ -13,7 +13,7 @@ from env_rollout import SmokeFailure
 from labkit import recipes
 
 pytest.importorskip("trl")
-from tiny_qwen import VLLM_CPU_ROUNDING, compare_vllm_weights, stacked_weight  # noqa: E402
+from trl_on_cpu import VLLM_CPU_ROUNDING, compare_vllm_weights, stacked_weight  # noqa: E402
 
 
 @pytest.mark.parametrize(

