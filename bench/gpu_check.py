@@ -1,7 +1,7 @@
-"""The GPU check: --full's figures on a lent GPU, in one command of a few minutes (`make gpu-check`).
+"""The GPU check: --full's figures on a GPU node, in one command of a few minutes (`make gpu-check`).
 
     make gpu-pack                              # on the CPU machine: what the GPU machine lacks, in gpu-pack/
-    make gpu-check GPU_CHECK_OUT=$OUT          # on the GPU machine, in one device call carrying gpu-pack/
+    make gpu-check GPU_CHECK_OUT=$OUT          # on the GPU node, with gpu-pack/ copied beside the checkout
     make gpu-check DEVICE=cpu                  # the same path on a CPU with a tiny shape (tests/test_gpu_check.py)
 
 On a random-weight model of Qwen3-1.7B's shape in bf16 with tier t1's LoRA, held to a 24 GB card

@@ -1,4 +1,4 @@
-"""What a lent GPU machine lacks for `make gpu-check`, packed into one folder that fits its 64 MiB.
+"""What an offline GPU node lacks for `make gpu-check`, packed into one folder small enough to copy there.
 
     python bench/gpu_pack.py                 # make gpu-pack: builds gpu-pack/ (downloads once, into .gpu-pack-cache/)
     python bench/gpu_pack.py --install DIR   # make gpu-check, on the GPU machine: unpacks DIR and installs it
@@ -35,7 +35,7 @@ import zipfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDLE_KIT = os.path.join(os.path.dirname(ROOT), "shared", "wordle-kit")
 ARCHIVE = "pack.tar.xz"
-CARRY_LIMIT_MIB = 64  # what a device call carries, everything together
+PACK_LIMIT_MIB = 64  # the most the pack may weigh: it is copied to the node with the checkout
 
 # The versions the test suite passed with (tests/constraints.txt), where it lists them. TRL 1.16 asks
 # transformers >= 4.56.2, so the GPU machine's 5.17 serves it.
@@ -193,10 +193,8 @@ def build(folder: str, cache: str, python_version: str, kit: str) -> None:
             if compressor.wait():
                 raise SystemExit("gpu pack: xz failed")
     mib = sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder)) / 2**20
-    if mib > CARRY_LIMIT_MIB:
-        raise SystemExit(
-            f"gpu pack: {folder} holds {mib:.1f} MiB, over the {CARRY_LIMIT_MIB} MiB a device call carries"
-        )
+    if mib > PACK_LIMIT_MIB:
+        raise SystemExit(f"gpu pack: {folder} holds {mib:.1f} MiB, over the {PACK_LIMIT_MIB} MiB the pack may weigh")
     print(f"{len(wheels)} wheels (Python {python_version}, manylinux x86_64), NLTK's word lists, Qwen3's tokenizer")
     print(f"gpu pack: {os.path.relpath(folder, ROOT) if folder.startswith(ROOT) else folder} {mib:.0f} MiB")
 
