@@ -27,7 +27,6 @@ trl/trainer/grpo_trainer.py):
 It needs transformers (schemas), tokenizers and trl (the prompt), but no model, GPU or vLLM.
 """
 
-import argparse
 import asyncio
 import contextlib
 import functools
@@ -1454,22 +1453,12 @@ def main(target: str, episodes: int = DEFAULT_EPISODES) -> int:
     return run_check(target, episodes)
 
 
-def at_least_one(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description="Check an environment class against TRL's GRPOTrainer(environment_factory=...) contract.",
-        epilog="Exit status: 1 if any check FAILs, else 0.",
-    )
-    parser.add_argument("target", help="MODULE:CLASS (e.g. env_rollout:GuessEnv) or path/to/file.py:CLASS")
-    parser.add_argument("--episodes", type=at_least_one, default=DEFAULT_EPISODES, help="episodes to play (default 20)")
-    arguments = parser.parse_args()
-    sys.exit(main(arguments.target, arguments.episodes))
+    # `python env_check.py TARGET [--episodes K]`: the flags of `env_rollout.py --check TARGET`, read by
+    # the same parser (CheckConfig's fields), with the target given first.
+    from labkit.command_line import config_parser
+
+    parser = config_parser("check", CheckConfig, prog="env_check.py")
+    parser.add_argument("target", metavar="MODULE:CLASS", help="the class to check, or path/file.py:CLASS")
+    parser.add_argument("-h", "--help", action="help", help="show this help and exit")
+    sys.exit(run_mode(CheckConfig(**vars(parser.parse_args()))))

@@ -26,7 +26,7 @@ import os
 import random
 import time
 import zlib
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import torch
 
@@ -759,6 +759,10 @@ class WordleSettings:
     """--full's own settings. Every training setting is a field of TRL's GRPOConfig or ModelConfig:
     the recipes (recipes/*.yaml) set them and these, and any of them is a flag (--beta 0.02)."""
 
+    # The values these settings take, checked after TRL's parser (labkit/ranges.py). Not in option()'s
+    # metadata: TRL's parser hands a field's metadata to argparse, which takes no at_least=.
+    RANGES: ClassVar[dict] = {"episodes": {"at_least": 1}, "eval_games": {"at_least": 0}}
+
     tier: str = option("t1", "t1: Qwen3-1.7B + LoRA, one 24 GB GPU; t2: Qwen3-4B, 80 GB", choices=["t1", "t2"])
     env_url: str = option("local", "'local' plays Wordle in this process; or an OpenEnv Wordle server's URL")
     episodes: int = option(None, "prompts in the dataset, each with its own secret word")
@@ -775,8 +779,6 @@ class WordleSettings:
     dry_run: bool = option(False, "print the resolved settings, one `name = value` a line, and exit")
 
     def __post_init__(self):
-        if (self.episodes is not None and self.episodes < 1) or (self.eval_games is not None and self.eval_games < 0):
-            raise ValueError(f"--episodes must be >= 1 and --eval-games >= 0: {self.episodes}, {self.eval_games}")
         if self.tiny and self.smollm2:
             raise ValueError("--tiny and --smollm2 are two CPU scales of --full: pass one of them")
 

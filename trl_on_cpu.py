@@ -336,30 +336,10 @@ class RehearseConfig:
         "--rehearse-steps": "--max_steps",
         "--rollouts-per-step": "--per_device_train_batch_size",
     }
+    # The values its settings and GRPOConfig fields take (labkit/ranges.py); TRL's -1 steps means epochs.
+    RANGES: ClassVar[dict] = {"warm_start_steps": {"at_least": 1}, "max_steps": {"at_least": 1}}
 
     warm_start_steps: int = option(150, "supervised steps on the tool-call format")
-
-    def __post_init__(self):
-        refuse_below(self, warm_start_steps=1)
-
-    def scale(self, args) -> dict:
-        at_least_one_step(args)
-        return {}
-
-
-def refuse_below(settings, **least: int) -> None:
-    """The lab's own whole-number settings of a TRL-parsed mode, each at least its minimum (or unset)."""
-    for name, minimum in least.items():
-        value = getattr(settings, name)
-        if value is not None and value < minimum:
-            raise ValueError(f"--{name.replace('_', '-')} must be a whole number >= {minimum}, got {value}")
-
-
-def at_least_one_step(args) -> None:
-    if args.max_steps < 1:  # TRL's -1 would train for num_train_epochs instead
-        raise ValueError(
-            f"--max_steps (--learn-steps, --rehearse-steps) must be a whole number >= 1, got {args.max_steps}"
-        )
 
 
 def rehearsal_config(*flags: str):
@@ -461,28 +441,20 @@ class LearnConfig:
     and after. Its training settings are GRPOConfig's: recipes/learn.yaml over --full's recipe, and any flag."""
 
     RECIPES: ClassVar[tuple] = ("wordle_grpo", "cpu", "learn")
-    RENAMED_FLAGS: ClassVar[dict] = {"--learn-steps": "--max_steps"}
+    RENAMED_FLAGS: ClassVar[dict] = {
+        "--learn-steps": "--max_steps",
+        "--learn-eval-episodes": "--per_device_eval_batch_size",  # the held-out episodes, one batch
+    }
+    RANGES: ClassVar[dict] = {  # the values its settings and GRPOConfig fields take (labkit/ranges.py)
+        "warm_start_steps": {"at_least": 1},
+        "max_steps": {"at_least": 1},  # TRL's -1 would train for epochs instead
+        "per_device_eval_batch_size": {"at_least": 100},  # enough held-out episodes to read a success rate from
+    }
 
-    learn_prompts: int | None = option(
-        None, "prompts per GRPO step, G rollouts each, in one batch (unset: the recipe's batch / G)"
-    )
-    learn_eval_episodes: int = option(400, "held-out episodes, before and after GRPO (at least 100)")
     mask: bool = option(True, "observation masking: the environment's tokens weigh 0 in the loss (--no-mask: 1)")
     plot: str | None = option(None, "write TRL's batch success per step to this PNG (needs matplotlib)", metavar="PATH")
     warm_start_steps: int = option(400, "supervised format steps (batch 32) on episodes of random guesses")
     closing: str = option("", "what the model writes after the last tool response; empty: it ends its turn")
-
-    def __post_init__(self):
-        refuse_below(self, learn_prompts=1, learn_eval_episodes=100, warm_start_steps=1)
-
-    def scale(self, args) -> dict:
-        """The GRPOConfig fields that follow from these settings: a step's rollouts in one batch, the
-        held-out episodes in another, and each logged metric weighed 0."""
-        at_least_one_step(args)
-        batches = {"per_device_eval_batch_size": self.learn_eval_episodes, "reward_weights": [0.0] * len(LEARN_METRICS)}
-        if self.learn_prompts is not None:
-            batches["per_device_train_batch_size"] = self.learn_prompts * args.num_generations
-        return batches
 
 
 def learn_tokenizer(seed: int = 0):
@@ -663,7 +635,7 @@ def run_learn(settings: LearnConfig, trl_config) -> dict:
 
     prompts_per_step = trl_config.generation_batch_size // trl_config.num_generations
     dataset = guess_dataset(prompts_per_step * trl_config.max_steps)  # a fresh prompt for every group
-    held_out = guess_dataset(settings.learn_eval_episodes, first_seed=EVAL_FIRST_SEED)
+    held_out = guess_dataset(trl_config.per_device_eval_batch_size, first_seed=EVAL_FIRST_SEED)
     with tempfile.TemporaryDirectory(prefix="learn-") as output_dir:
         trl_config.output_dir = output_dir  # nothing is kept (TrainingArguments only expands this path)
         transformers_logging.disable_progress_bar()  # a 0.5 MB model: no bars for saving and loading it
@@ -683,11 +655,13 @@ def run_learn(settings: LearnConfig, trl_config) -> dict:
         before = evaluate_guessing(trainer, trl_config.seed)
         check(
             before["calls"] > 0,
-            f"TRL parsed no tool call in {settings.learn_eval_episodes} episodes of the warm-started model "
+            f"TRL parsed no tool call in {trl_config.per_device_eval_batch_size} episodes of the warm-started model "
             f"({before['wasted']:.3f} calls per episode played no guess): GRPO would train on nothing. "
             + library_versions(),
         )
-        print(f"before GRPO: success {before['success']:.3f} on {settings.learn_eval_episodes} held-out episodes")
+        print(
+            f"before GRPO: success {before['success']:.3f} on {trl_config.per_device_eval_batch_size} held-out episodes"
+        )
         grpo_started = time.perf_counter()
         trainer.train()
         grpo_seconds = time.perf_counter() - grpo_started
@@ -719,7 +693,7 @@ def run_learn(settings: LearnConfig, trl_config) -> dict:
         )
         print(f"plot: {settings.plot}")
     print(
-        f"learn: {settings.learn_eval_episodes} evaluation episodes each side, through TRL's evaluation, "
+        f"learn: {trl_config.per_device_eval_batch_size} evaluation episodes each side, through TRL's evaluation, "
         f"{time.perf_counter() - started:.0f} s in all"
     )
     return {"before": before, "after": after, "trainer": trainer}

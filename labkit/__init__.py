@@ -9,8 +9,9 @@ env_check.py (the lesson and the modes import these, never the reverse):
   tool-call read-back and the version guards.
 - `recipes`: `--full`'s settings, read by TRL's own parser from the recipe files in recipes/, and
   `--dry-run`'s printout of them.
-- `command_line`: the flags of the small modes (--smoke, --rehearse, --learn, ...), one per field of
-  their config dataclass, and the checks on their values.
+- `command_line`: the mode flag, and the flags of the modes argparse reads (--smoke, --show-mask,
+  --check), one per field of their config dataclass.
+- `ranges`: which values every setting takes, checked in one place, for argparse's modes and TRL's.
 - `offline_tokenizers`: Qwen3's own tokenizer built offline, and the small tokenizers of the CPU modes.
 - `wordle_solver`, `warm_start`: --full's stage 1, a fair solver's games learnt through TRL's SFTTrainer.
 - `plots`: the learning curves --plot draws.

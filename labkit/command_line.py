@@ -9,46 +9,30 @@ naming the mode it belongs to. Nothing here imports the lesson: its config class
 import argparse
 import dataclasses
 import importlib.util
-import math
 import os
 import sys
 import tempfile
 
+from labkit import ranges
+
 MODES = ("smoke", "full", "rehearse", "learn", "show-mask", "check")  # --check last: it takes a value
 
 
-def int_in_range(minimum: int, maximum: int | None = None, why: str = ""):
-    """A whole number >= minimum (and <= maximum, if given; `why` says why the bound)."""
-    wanted = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+def checked(accepts: dict):
+    """An argparse type: the text as a whole number (at_least=) or a float, in the range `accepts`
+    says (labkit/ranges.py), or an error saying what the flag takes."""
+    kind = int if "at_least" in accepts else float
 
-    def parse(text: str) -> int:
+    def parse(text: str):
         try:
-            value = int(text)
+            value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a whole number {wanted}, got {text!r}") from None
-        if value < minimum or (maximum is not None and value > maximum):
-            raise argparse.ArgumentTypeError(f"must be a whole number {wanted}, got {value}{why}")
+            raise argparse.ArgumentTypeError(f"must be {ranges.wanted(accepts)}, got {text!r}") from None
+        if not ranges.accepted(value, accepts):
+            raise argparse.ArgumentTypeError(f"must be {ranges.wanted(accepts)}, got {value}{accepts.get('why', '')}")
         return value
 
     return parse
-
-
-def checked_float(text: str, accepted, wanted: str) -> float:
-    """`text` as a finite float that `accepted(value)` allows, or an error saying it must be `wanted`."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be {wanted}, got {text!r}") from None
-    if not (math.isfinite(value) and accepted(value)):
-        raise argparse.ArgumentTypeError(f"must be {wanted}, got {text!r}")
-    return value
-
-
-VALUE_CHECKS = {
-    "positive": lambda text: checked_float(text, lambda value: value > 0, "a positive number"),
-    "non_negative": lambda text: checked_float(text, lambda value: value >= 0, "a number >= 0"),
-    "fraction": lambda text: checked_float(text, lambda value: 0 < value < 1, "a fraction above 0 and below 1"),
-}
 
 
 def flag_of(name: str) -> str:
@@ -71,10 +55,10 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-def config_parser(mode: str, config_class) -> argparse.ArgumentParser:
+def config_parser(mode: str, config_class, prog: str | None = None) -> argparse.ArgumentParser:
     """The flags of one mode, one per field of its config, with the field's default and doc."""
     parser = OneLineParser(
-        prog=f"env_rollout.py --{mode}" + (" MODULE:CLASS" if mode == "check" else ""),
+        prog=prog or f"env_rollout.py --{mode}" + (" MODULE:CLASS" if mode == "check" else ""),
         description=config_class.__doc__,
         formatter_class=HelpFormatter,
         allow_abbrev=False,
@@ -92,10 +76,8 @@ def config_parser(mode: str, config_class) -> argparse.ArgumentParser:
         elif "choices" in accepts:
             kwargs["choices"] = list(accepts.pop("choices"))
             del kwargs["metavar"]
-        elif "at_least" in accepts:
-            kwargs["type"] = int_in_range(accepts.pop("at_least"), accepts.pop("at_most", None), accepts.pop("why", ""))
-        elif accepts:
-            kwargs["type"] = VALUE_CHECKS[next(iter(accepts))]
+        elif ranges.wanted(accepts) is not None:
+            kwargs["type"] = checked(accepts)
         parser.add_argument(flag_of(field.name), **kwargs)
     return parser
 

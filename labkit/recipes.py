@@ -14,10 +14,10 @@ unless a flag sets them. Nothing here imports the lesson."""
 
 import argparse
 import dataclasses
-import math
 import os
 import sys
 
+from labkit import ranges
 from labkit.trl_glue import RENAMED_FIELDS, current_names
 
 RECIPES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "recipes")
@@ -128,13 +128,12 @@ def parse_cpu_mode(argv: list[str], settings_class, prog: str):
     """(settings, GRPOConfig) for a CPU mode that runs --full's recipe at its own scale (--learn,
     --rehearse). Its layers are `settings_class.RECIPES`: of --full's (all but the last) only the GRPOConfig
     fields, not its model or Wordle settings; then the mode's own. `settings_class.RENAMED_FLAGS` are
-    translated; `settings_class.scale(args)` gives the fields that follow from others (a step's batch
-    from its prompts and G), which flags still override."""
+    translated; `settings_class.TRAINING_RANGES` are the mode's own demands on GRPOConfig's values."""
     from trl import GRPOConfig
 
     argv = [renamed(word, settings_class.RENAMED_FLAGS) for word in argv]
     layers = cpu_mode_layers(settings_class)
-    return parse_with_recipes(argv, (settings_class, GRPOConfig), layers, prog, derived=settings_class.scale)
+    return parse_with_recipes(argv, (settings_class, GRPOConfig), layers, prog)
 
 
 def cpu_mode_layers(settings_class) -> list:
@@ -145,11 +144,10 @@ def cpu_mode_layers(settings_class) -> list:
     return [{k: v for k, v in current_names(recipe_layer(name)).items() if k in training} for name in shared] + [own]
 
 
-def parse_with_recipes(argv, dataclass_types, layers, prog: str, derived=None):
+def parse_with_recipes(argv, dataclass_types, layers, prog: str):
     """TRL's parser over `dataclass_types`, whose defaults are the recipe layers (names in recipes/, or
-    mappings), each over the last; then --config FILE.yaml and the flags, as in TRL's example scripts.
-    derived(*parsed): defaults that follow from the parsed values, set before the flags are read once
-    more (so that a flag still wins)."""
+    mappings), each over the last; then --config FILE.yaml and the flags, as in TRL's example scripts:
+    one parse, then every value's range (labkit/ranges.py)."""
     parser = recipe_parser(dataclass_types, layers, prog)
     if "--config" in argv:
         index = argv.index("--config")
@@ -164,11 +162,7 @@ def parse_with_recipes(argv, dataclass_types, layers, prog: str, derived=None):
         *parsed, unknown = parser.parse_args_and_config(argv, return_remaining_strings=True)
         if unknown:
             raise UnknownFlags(unknown)
-        if derived is not None and (defaults := derived(*parsed)):  # read again only if something follows
-            parser.set_defaults_with_config(**defaults)
-            parsed = parser.parse_args_and_config(argv)
-        for settings in parsed:
-            refuse_out_of_range(settings)
+        ranges.check_parsed(*parsed)
         return tuple(parsed)
     except UnknownFlags:
         raise
@@ -176,24 +170,6 @@ def parse_with_recipes(argv, dataclass_types, layers, prog: str, derived=None):
         raise RecipeError(str(error).strip().splitlines()[0]) from None
     finally:
         sys.stderr = stderr
-
-
-# GRPOConfig values TRL's parser takes but no run can use: refused before anything is loaded.
-IN_RANGE = {
-    "seed": (lambda value: 0 <= value < 2**32, "a whole number from 0 to 4294967295 (numpy's seeds)"),
-    "learning_rate": (lambda value: value > 0, "a positive number"),
-    "beta": (lambda value: value >= 0, "a number >= 0"),
-    "temperature": (lambda value: value > 0, "a positive number"),
-    "max_grad_norm": (lambda value: value >= 0, "a number >= 0 (0: no clipping)"),
-    "min_p": (lambda value: 0 <= value <= 1, "a number from 0 to 1 (0: no token dropped)"),
-}
-
-
-def refuse_out_of_range(settings) -> None:
-    for name, (accepted, wanted) in IN_RANGE.items():
-        value = getattr(settings, name, None)
-        if value is not None and not (math.isfinite(value) and accepted(value)):
-            raise ValueError(f"--{name} must be {wanted}, got {value}")
 
 
 def recipe_parser(dataclass_types, layers, prog: str):

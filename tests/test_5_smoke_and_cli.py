@@ -185,7 +185,9 @@ def test_full_help_is_trls_parser_help_over_the_recipe_layers():
         "--lora_r LORA_R, --lora-r LORA_R",
     ):
         assert shown in out, shown
-    assert "--iterations" not in out and "--learn-prompts" not in out and "--rollouts-per-step" not in out  # others
+    assert (
+        "--iterations" not in out and "--learn-eval-episodes" not in out and "--rollouts-per-step" not in out
+    )  # others
 
 
 def test_plot_writes_a_png(tmp_path):

@@ -305,7 +305,7 @@ def test_full_cli_fails_fast_on_a_dead_server_without_loading_a_model():
         (["--tiny", "--num_generations", "3"], "generation_batch_size (4) must be divisible by num_generations (3)"),
         (["--beta", "abc"], "argument --beta: invalid float value: 'abc'"),
         (["--max-steps", "1.5"], "argument --max_steps/--max-steps: invalid int value: '1.5'"),
-        (["--episodes", "0"], "--episodes must be >= 1"),
+        (["--episodes", "0"], "--episodes must be a whole number >= 1, got 0"),
         (["--config", "no/such/recipe.yaml"], "cannot read the recipe no/such/recipe.yaml"),
         (["--iterations", "5"], "--iterations"),  # a flag of --smoke: TRL's parser names it, unused
     ],

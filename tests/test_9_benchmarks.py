@@ -40,7 +40,7 @@ def test_gpu_memory_benchmark_refuses_without_a_gpu():
 @pytest.mark.slow
 def test_learn_benchmark_runs_at_toy_size():
     script = os.path.join(ROOT, "bench", "learn_bench.py")
-    scale = ["--learn-steps", "1", "--learn-prompts", "2", "--learn-eval-episodes", "100"]
+    scale = ["--learn-steps", "1", "--per_device_train_batch_size", "16", "--learn-eval-episodes", "100"]
     result = subprocess.run(
         [sys.executable, script, "--seeds", "0", "1", "--flags", *scale], capture_output=True, text=True, timeout=600
     )

@@ -170,8 +170,8 @@ def test_the_old_spellings_still_work(old, field, value):
         (["--tier", "t3"], "--tier must be one of t1, t2, got 't3'"),
         (["--num_generations", "3"], "generation_batch_size (32) must be divisible by num_generations (3)"),
         (["--num-generations", "1"], "GRPO requires at least 2 generations per prompt"),
-        (["--episodes", "0"], "--episodes must be >= 1"),
-        (["--eval-games", "-1"], "--eval-games >= 0"),
+        (["--episodes", "0"], "--episodes must be a whole number >= 1, got 0"),
+        (["--eval-games", "-1"], "--eval-games must be a whole number >= 0, got -1"),
         (["--config"], "--config needs a YAML file"),
         (["--config", "no/such/recipe.yaml"], "cannot read the recipe no/such/recipe.yaml"),
     ],
@@ -264,7 +264,7 @@ def test_grpo_config_reads_recipe_files_without_flags(tmp_path):
 def test_learn_reads_its_flags_with_trls_parser_over_its_recipe(tmp_path):
     """--learn's GRPOConfig: --full's recipe without its model or Wordle settings (warm_start_steps is
     --learn's own 400, not the Wordle warm start's 64), then recipes/learn.yaml, then --config, then the
-    flags; --learn-steps is --max_steps; a step's batch follows from --learn-prompts and G."""
+    flags; --learn-steps is --max_steps, --learn-eval-episodes --per_device_eval_batch_size."""
     settings, args = trl_on_cpu.learn_config()
     learn = read_yaml("learn")
     for name, value in learn.items():
@@ -273,9 +273,8 @@ def test_learn_reads_its_flags_with_trls_parser_over_its_recipe(tmp_path):
     assert args.generation_batch_size == learn["per_device_train_batch_size"]  # one batch a step
     recipe = tmp_path / "mine.yaml"
     recipe.write_text("beta: 0.0\nnum_generations: 4\n")
-    settings, args = trl_on_cpu.learn_config("--config", str(recipe), "--learn-steps", "7", "--learn-prompts=3")
-    assert (args.beta, args.num_generations, args.max_steps) == (0.0, 4, 7)
-    assert args.per_device_train_batch_size == 3 * 4 and settings.learn_prompts == 3
+    settings, args = trl_on_cpu.learn_config("--config", str(recipe), "--learn-steps", "7", "--learn-eval-episodes=120")
+    assert (args.beta, args.num_generations, args.max_steps, args.per_device_eval_batch_size) == (0.0, 4, 7, 120)
     assert trl_on_cpu.rehearsal_config("--rehearse-steps", "2", "--rollouts-per-step", "4")[1].max_steps == 2
 
 
@@ -295,3 +294,40 @@ def test_learn_reads_its_flags_with_trls_parser_over_its_recipe(tmp_path):
 def test_trls_fields_out_of_range_are_refused_in_one_line(argv, message):
     result = run_cli(*argv)
     assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--full", "--dry-run", "--vllm-mode", "none"],
+        ["--full", "--tiny", "--seed", "3"],
+        ["--full", "--smollm2", "--warm-start-games", "0"],
+        ["--learn", "--learn-eval-episodes", "120", "--beta", "0"],
+        ["--rehearse", "--rehearse-steps", "2"],
+    ],
+    ids=" ".join,
+)
+def test_a_trl_backed_run_reads_its_flags_with_one_trl_parser_call(argv, monkeypatch):
+    """TRL's parser is built once and reads the recipes, --config and the flags once: no second parse
+    for values that follow from others."""
+    import trl
+
+    import modes
+    from labkit import command_line
+
+    built, parses = [], []
+    real_init, real_parse = trl.TrlParser.__init__, trl.TrlParser.parse_args_and_config
+
+    def counted_init(self, *args, **kwargs):
+        built.append(self)
+        real_init(self, *args, **kwargs)
+
+    def counted_parse(self, *args, **kwargs):
+        parses.append(args)
+        return real_parse(self, *args, **kwargs)
+
+    monkeypatch.setattr(trl.TrlParser, "__init__", counted_init)
+    monkeypatch.setattr(trl.TrlParser, "parse_args_and_config", counted_parse)
+    mode, config = command_line.parse(argv, modes.config_class_of)
+    assert mode == argv[0][2:] and isinstance(config, tuple)
+    assert (len(built), len(parses)) == (1, 1)

@@ -99,7 +99,9 @@ def test_grpo_with_the_learn_tokenizer_keeps_observation_masking_exact(tokenizer
     thermometer_number_embeddings(model, tokenizer, 8)
     warm_start(model, tokenizer, steps=60, batch=32, closing="")
     dataset = guess_dataset(8)
-    _, config = learn_config("--learn-steps", "2", "--learn-prompts", "4", "--beta", "0", "--output_dir", str(tmp_path))
+    _, config = learn_config(
+        "--learn-steps", "2", "--per_device_train_batch_size", "32", "--beta", "0", "--output_dir", str(tmp_path)
+    )
 
     class Checked(learning_trainer_class(), recording_trainer_class()):
         pass
@@ -132,7 +134,9 @@ def test_no_mask_trains_on_the_environments_tokens(tokenizer, tmp_path, observat
     thermometer_number_embeddings(model, tokenizer, 8)
     warm_start(model, tokenizer, steps=60, batch=32, closing="")
     masking = [] if observation_masking else ["--no-mask"]
-    _, config = learn_config("--learn-steps", "1", "--learn-prompts", "4", "--beta", "0", "--output_dir", str(tmp_path))
+    _, config = learn_config(
+        "--learn-steps", "1", "--per_device_train_batch_size", "32", "--beta", "0", "--output_dir", str(tmp_path)
+    )
     assert learn_config(*masking)[0].mask is observation_masking
     batches, turns = [], []
 
@@ -168,7 +172,15 @@ def test_no_mask_trains_on_the_environments_tokens(tokenizer, tmp_path, observat
 def test_learn_end_to_end_at_toy_size(tmp_path):
     plot = tmp_path / "curve.png"
     result = run_script(
-        "--learn", "--learn-steps", "2", "--learn-prompts", "2", "--learn-eval-episodes", "100", "--plot", str(plot)
+        "--learn",
+        "--learn-steps",
+        "2",
+        "--per_device_train_batch_size",
+        "16",
+        "--learn-eval-episodes",
+        "100",
+        "--plot",
+        str(plot),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     line = re.search(
@@ -192,7 +204,7 @@ def test_learn_end_to_end_at_toy_size(tmp_path):
         (["--learn", "--beta", "-0.1"], "--beta must be a number >= 0, got -0.1"),
         (["--learn", "--max-grad-norm", "-1"], "--max_grad_norm must be a number >= 0 (0: no clipping), got -1.0"),
         (["--learn", "--learning-rate", "0"], "--learning_rate must be a positive number, got 0.0"),
-        (["--smoke", "--learn-prompts", "4"], "--learn-prompts belongs to --learn, not --smoke"),
+        (["--smoke", "--learn-eval-episodes", "400"], "--learn-eval-episodes belongs to --learn, not --smoke"),
         (["--rehearse", "--plot", "x.png"], "--plot belongs to --smoke and --learn, not --rehearse"),
     ],
 )
@@ -221,7 +233,7 @@ def test_the_evaluation_measures_the_policy_trl_trains(tokenizer, tmp_path):
     warm_start(model, tokenizer, steps=60, batch=32, closing="")
     episodes = 512
     _, config = learn_config(
-        "--learn-steps", "1", "--learn-prompts", str(episodes // 8), "--learn-eval-episodes", str(episodes), "--beta", "0",
+        "--learn-steps", "1", "--per_device_train_batch_size", str(episodes), "--learn-eval-episodes", str(episodes), "--beta", "0",
         "--output_dir", str(tmp_path),
     )  # fmt: skip
     trainer = build_grpo_trainer(
@@ -288,7 +300,7 @@ def unreadable_calls(tokenizer):
     return tokenizer
 
 
-LEARN_IN_SECONDS = ["--learn", "--warm-start-steps", "1", "--learn-steps", "1", "--learn-prompts", "1"]
+LEARN_IN_SECONDS = ["--learn", "--warm-start-steps", "1", "--learn-steps", "1", "--per_device_train_batch_size", "8"]
 
 
 def test_learn_stops_naming_the_versions_when_trl_cannot_read_a_call(monkeypatch, capsys):
