@@ -807,8 +807,9 @@ def run_full(settings: WordleSettings, args, model_args, trainer_class=None) -> 
     words = sessions.wordle_words() if settings.env_url == "local" else None
     train_dataset = wordle_dataset(settings.episodes, args.seed, words)
     eval_dataset = wordle_eval_dataset(settings.eval_games, words) if settings.eval_games else None
-    lora_on_gpu = torch.cuda.is_available() and model_args.use_peft  # else float32: bf16 rounds full updates away
-    args.model_init_kwargs = {"dtype": model_args.dtype if lora_on_gpu else "float32"}  # TRL loads the model by name
+    args.model_init_kwargs = recipes.model_init_kwargs(
+        model_args, on_gpu=torch.cuda.is_available()
+    )  # TRL loads by name
     try:
         trainer = trl_glue.build_grpo_trainer(
             args,

@@ -227,8 +227,38 @@ ALWAYS_SHOWN = (
 def print_dry_run(settings, args, model_args) -> int:
     from trl import get_peft_config
 
+    refuse_unused_model_flags(args, model_args)
     print("\n".join(dry_run_lines(settings, args, model_args, get_peft_config(model_args))))
     return 0
+
+
+def refuse_unused_model_flags(args, model_args) -> None:
+    """ModelConfig's flags that this run could not honour, refused in one line rather than ignored."""
+    if model_args.load_in_4bit or model_args.load_in_8bit:
+        raise SystemExit(
+            "--load_in_4bit/--load_in_8bit: this run does not quantize. Tier t1's plan fits bf16 weights on a 24 GB "
+            'card (docs/full.md, "The 24 GB plan"), and vLLM colocated cannot load TRL\'s in-flight 8-bit weights'
+        )
+    if model_args.model_revision not in (None, "main") and args.use_vllm:
+        raise SystemExit(
+            f"--model_revision {model_args.model_revision}: TRL starts vLLM from the model's name alone, with no "
+            "revision, so vLLM would load 'main'. Download that revision into a folder (huggingface-cli download "
+            f"{model_args.model_name_or_path} --revision {model_args.model_revision} --local-dir DIR) and pass "
+            "--model_name_or_path DIR"
+        )
+
+
+def model_init_kwargs(model_args, on_gpu: bool) -> dict:
+    """What TRL's GRPOTrainer loads the model with (GRPOConfig.model_init_kwargs), from ModelConfig:
+    its dtype (float32 unless LoRA on a CUDA GPU: bf16 weights would round full updates away), its
+    revision and its attention. trust_remote_code is GRPOConfig's own, which TRL passes to both the
+    model and vLLM; quantization is refused (refuse_what_cannot_run)."""
+    kwargs = {"dtype": model_args.dtype if on_gpu and model_args.use_peft else "float32"}
+    if model_args.model_revision not in (None, "main"):
+        kwargs["revision"] = model_args.model_revision
+    if model_args.attn_implementation:
+        kwargs["attn_implementation"] = model_args.attn_implementation
+    return kwargs
 
 
 def dry_run_lines(settings, args, model_args, peft_config) -> list[str]:
@@ -240,6 +270,12 @@ def dry_run_lines(settings, args, model_args, peft_config) -> list[str]:
     lines += [f"{field.name} = {getattr(settings, field.name)}" for field in dataclasses.fields(settings)]
     lines.append("# the model (TRL's ModelConfig) and its LoRA adapter (peft's LoraConfig, from it)")
     lines += [f"model_name_or_path = {model_args.model_name_or_path}", f"dtype = {model_args.dtype}"]
+    lines.append(f"# on a CUDA GPU the model is loaded with {model_init_kwargs(model_args, on_gpu=True)}")
+    if args.use_vllm:
+        lines.append(
+            f"# vLLM ({args.vllm_mode}) starts from {model_args.model_name_or_path} (the name alone, as TRL passes it), "
+            f"trust_remote_code = {args.trust_remote_code}"
+        )
     if peft_config is None:
         lines.append("lora = none: every weight is trained")
     else:
@@ -343,6 +379,45 @@ def colocated_without_cuda(argv: list[str]) -> bool:
     return said_yes(use_vllm) and mode == "colocate"
 
 
+# Full fine-tuning in float32 (bf16 weights would round the updates away): weights, gradients and
+# Adam's two moments, 16 bytes a weight, before activations; the tiers' cards, in GB.
+FULL_FINE_TUNING_GB = {"Qwen/Qwen3-1.7B": 27.5, "Qwen/Qwen3-4B": 64.3}
+TIER_CARD_GB = {"t1": 24, "t2": 80}
+
+
+def full_fine_tuning_refusal(tier: str, model_args, args) -> str | None:
+    """Why --use_peft false cannot fit this tier's card with this model, and what would; None if it fits
+    (or the model is not one whose size the lab knows)."""
+    need = FULL_FINE_TUNING_GB.get(model_args.model_name_or_path)
+    if need is None:
+        return None
+    colocated = args.use_vllm and args.vllm_mode == "colocate"
+    share = args.vllm_gpu_memory_utilization if colocated else 0.0
+
+    def room(card: float) -> float:
+        return card * (1 - share)
+
+    if need <= room(TIER_CARD_GB[tier]):
+        return None
+    beside = (
+        f"the {room(TIER_CARD_GB[tier]):.0f} GB the {TIER_CARD_GB[tier]} GB card leaves beside vLLM"
+        if colocated
+        else f"the {TIER_CARD_GB[tier]} GB card"
+    )
+    larger = [other for other, card in TIER_CARD_GB.items() if need <= room(card)]
+    advice = (
+        f", or a larger card: --tier {larger[0]} --model_name_or_path {model_args.model_name_or_path} --use_peft false "
+        "--warm-start-games 0 (the warm start trains a LoRA adapter)."
+        if larger
+        else "; no tier's card holds it."
+    )
+    return (
+        f"--use_peft false (full fine-tuning) does not fit tier {tier}: float32 weights, gradients and Adam moments "
+        f"of {model_args.model_name_or_path} take about {need} GB, more than {beside}. Train LoRA adapters "
+        f"(the recipe's){advice}"
+    )
+
+
 def refuse_what_cannot_run(settings, args, model_args, trainer_class=None):
     """Stop, in seconds and before TRL, the game or a model is loaded, a run that cannot go on here;
     return the checkpoint a --resume continues from (None to start afresh)."""
@@ -355,12 +430,15 @@ def refuse_what_cannot_run(settings, args, model_args, trainer_class=None):
     on_cpu = not torch.cuda.is_available() and not getattr(trainer_class, "vllm_on_cpu", False)
     if args.use_vllm and args.vllm_mode == "colocate" and on_cpu:
         raise SystemExit(COLOCATE_NEEDS_CUDA)
-    if not model_args.use_peft and settings.tier == "t1":
+    if torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
         raise SystemExit(
-            "--use_peft false (full fine-tuning) does not fit tier t1: float32 weights, gradients and Adam "
-            "moments of Qwen3-1.7B take about 27.5 GB, more than the 24 GB card (and bf16 weights would "
-            "round the updates away). Train LoRA adapters (the recipe's), or use a larger GPU (--tier t2)."
+            f"--full trains in bfloat16, which this GPU ({torch.cuda.get_device_name(0)}) does not support: "
+            "it needs an Ampere card or newer (A10, A100, L4, RTX 30xx/40xx, H100). Rehearse on a CPU meanwhile: "
+            "make rehearse-full"
         )
+    if not model_args.use_peft and (refusal := full_fine_tuning_refusal(settings.tier, model_args, args)):
+        raise SystemExit(refusal)
+    refuse_unused_model_flags(args, model_args)
     if settings.warm_start_games and not model_args.use_peft:
         raise SystemExit("--warm-start-games: the warm start trains the LoRA adapter GRPO goes on with (--use_peft)")
     checkpoint = get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
@@ -373,4 +451,16 @@ def refuse_what_cannot_run(settings, args, model_args, trainer_class=None):
         )
     if (checkpoint or warm_started) and not settings.resume:
         raise SystemExit(f"{args.output_dir} holds a run: pass --resume to continue it, or another --output_dir")
+    if args.beta > 0 and model_args.use_peft and settings.warm_start_games:
+        print(BETA_AFTER_A_LORA_WARM_START.format(beta=args.beta), file=sys.stderr)
     return checkpoint
+
+
+# TRL's reference model, with a LoRA adapter, is the base with the adapter switched off (peft's
+# disable_adapter): the warm start lives in the adapter, so the KL term measures the distance from the
+# cold model, not from the warm start.
+BETA_AFTER_A_LORA_WARM_START = (
+    "note: --beta {beta} with a LoRA warm start: TRL's reference model is the base without the adapter, so the "
+    'KL term pulls the policy back towards the cold model, away from the warm start (docs/full.md, "Two stages"); '
+    "--beta 0 (TRL's default, the recipe's) keeps no reference"
+)

@@ -130,10 +130,22 @@ def train_warm_start(model, tokenizer, games: list[SolverGame], tool, sft_config
     on the solver's games. Returns the figures of the `warm start:` line."""
     import torch
 
-    trainer = sft_trainer_class(torch.cuda.is_available() and not sft_config.use_cpu)(
-        model=model, args=sft_config, train_dataset=conversations_dataset(games, tool), processing_class=tokenizer
-    )
-    trainer.train()
+    # SFTTrainer patches the model's fused LM head at temperature 1 over the one GRPOTrainer patched at
+    # GRPO's temperature (trl/trainer/utils.py, add_fused_lm_head: both patch the same base model's
+    # forward). Left so, GRPO would score its log-probabilities at 1 while sampling at its own: GRPO's is
+    # put back once the stage ends.
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    grpo_forward = base.__dict__.get("forward")
+    try:
+        trainer = sft_trainer_class(torch.cuda.is_available() and not sft_config.use_cpu)(
+            model=model, args=sft_config, train_dataset=conversations_dataset(games, tool), processing_class=tokenizer
+        )
+        trainer.train()
+    finally:
+        if grpo_forward is None:
+            base.__dict__.pop("forward", None)
+        else:
+            base.forward = grpo_forward
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     trained, masked = masked_counts(trainer.train_dataset, tokenizer)
     return {

@@ -331,3 +331,63 @@ def test_a_trl_backed_run_reads_its_flags_with_one_trl_parser_call(argv, monkeyp
     mode, config = command_line.parse(argv, modes.config_class_of)
     assert mode == argv[0][2:] and isinstance(config, tuple)
     assert (len(built), len(parses)) == (1, 1)
+
+
+def test_a_gpu_without_bfloat16_is_refused_before_anything_loads(monkeypatch, tmp_path):
+    """A 24 GB card of the Turing or Pascal generation (Titan RTX, P40) has no bf16: one line naming it."""
+    import torch
+
+    settings, args, model_args = full("--vllm-mode", "none", "--output_dir", str(tmp_path / "run"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Tesla P40")
+    with pytest.raises(SystemExit) as stop:
+        recipes.refuse_what_cannot_run(settings, args, model_args)
+    assert "Tesla P40" in str(stop.value) and "bfloat16" in str(stop.value) and "\n" not in str(stop.value)
+
+
+def test_full_fine_tuning_advice_names_only_what_fits():
+    """t1's refusal points at a setup that fits and passes the other refusals; Qwen3-4B in float32
+    (about 64 GB before activations) fits no tier beside vLLM, and is refused without advice."""
+    settings, args, model_args = full("--use_peft", "false", "--vllm-mode", "none")
+    refusal = recipes.full_fine_tuning_refusal("t1", model_args, args)
+    advice = refusal.split("a larger card: ")[1].split(" (")[0].split()
+    assert "27.5 GB" in refusal and advice[:2] == ["--tier", "t2"]
+    settings, args, model_args = full(*advice, "--vllm-mode", "none")
+    assert recipes.full_fine_tuning_refusal(settings.tier, model_args, args) is None
+    assert settings.warm_start_games == 0 and not model_args.use_peft  # the warm-start refusal passes too
+    settings, args, model_args = full("--tier", "t2", "--use_peft", "false")  # vLLM colocated: 0.7 x 80 GB left
+    assert "no tier's card holds it" in recipes.full_fine_tuning_refusal("t2", model_args, args)
+
+
+@pytest.mark.parametrize("beta, noted", [("0.02", True), ("0", False)])
+def test_beta_after_a_lora_warm_start_is_noted(beta, noted, tmp_path, capsys):
+    settings, args, model_args = full("--vllm-mode", "none", "--beta", beta, "--output_dir", str(tmp_path / "run"))
+    assert recipes.refuse_what_cannot_run(settings, args, model_args) is None
+    err = capsys.readouterr().err
+    assert ("note: --beta 0.02 with a LoRA warm start" in err) is noted and len(err.splitlines()) == int(noted)
+
+
+def test_no_model_flag_is_ignored():
+    """ModelConfig's revision and attention reach the model load (the dry run prints them); what the run
+    cannot honour (quantization; a revision vLLM would not be given) is refused in one line."""
+    shown = run_cli(
+        "--full", "--dry-run", "--vllm-mode", "none", "--model_revision", "abc", "--attn_implementation", "sdpa"
+    )
+    assert shown.returncode == 0
+    assert "'revision': 'abc'" in shown.stdout and "'attn_implementation': 'sdpa'" in shown.stdout
+    _, args, model_args = full("--vllm-mode", "none", "--model_revision", "abc", "--attn_implementation", "sdpa")
+    assert recipes.model_init_kwargs(model_args, on_gpu=False) == {
+        "dtype": "float32",
+        "revision": "abc",
+        "attn_implementation": "sdpa",
+    }
+    assert recipes.model_init_kwargs(model_args, on_gpu=True)["dtype"] == "bfloat16"  # t1's LoRA on a GPU
+    for flags, says in (
+        (["--load_in_4bit", "true"], "this run does not quantize"),
+        (["--load_in_8bit", "true"], "this run does not quantize"),
+        (["--model_revision", "abc"], "vLLM would load 'main'"),  # vLLM colocated, the recipe's
+    ):
+        refused = run_cli("--full", "--dry-run", *flags)
+        lines = refused.stderr.strip().splitlines()
+        assert refused.returncode == 1 and len(lines) == 1 and says in lines[0], refused.stderr

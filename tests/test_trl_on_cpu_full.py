@@ -223,3 +223,25 @@ def test_other_flags_override_the_tiny_recipe():
     settings, args, model_args = tiny_settings("--lora_r", "4", "--learning_rate", "5e-4", "--max_steps", "4")
     assert (model_args.lora_r, args.learning_rate, args.max_steps) == (4, 5e-4, 4)
     assert (settings.episodes, args.per_device_train_batch_size, args.save_steps) == (16, 2, 1)  # the rest: tiny.yaml
+
+
+@pytest.mark.slow
+def test_grpo_scores_at_its_own_temperature_after_the_warm_start(tiny_model, tmp_path):
+    """SFTTrainer, built on GRPO's model for stage 1, patches its LM head at temperature 1; GRPO must
+    still score log-probabilities at its own temperature, the one it samples at (0.7 here)."""
+    import torch
+
+    flags = ["--model_name_or_path", tiny_model, "--max_completion_length", "64", "--eval_games", "0"]
+    flags += ["--warm_start_games", "2", "--warm_start_steps", "1", "--warm_start_batch", "2", "--max_steps", "1"]
+    settings, args, model_args = tiny_settings("--output_dir", str(tmp_path / "run"), "--temperature", "0.7", *flags)
+    result = run_full(settings, args, model_args)
+    assert result["warm_start"]["steps"] == 1  # stage 1 ran on this very model
+    model = result["trainer"].model
+    base = model.get_base_model()
+    ids = torch.tensor([list(range(100, 140))])
+    with torch.no_grad():
+        scored = base(input_ids=ids, labels=ids, fused_lm_head=True).log_probs[0]  # shifted: token t+1 at t
+        logits = base(input_ids=ids).logits[0, :-1].float()
+    for temperature, same in ((0.7, True), (1.0, False)):
+        expected = torch.log_softmax(logits / temperature, dim=-1).gather(-1, ids[0, 1:, None])[:, 0]
+        assert torch.allclose(scored, expected, atol=1e-4) is same, temperature
