@@ -65,6 +65,10 @@ PACKED = (
     "watchfiles==1.3.0",
     "python-multipart==0.0.34",
     "sse-starlette==3.7.1",
+    "pydantic==2.14.4",  # the game's models (openenv-core); the node has none of these four
+    "pydantic-core==2.50.5",
+    "annotated-types==0.8.0",
+    "typing-inspection==0.4.5",
     "pydantic-settings==2.16.3",
     "email-validator==2.4.0",
     "sniffio==1.3.1",

@@ -102,11 +102,18 @@ def afters(runs: list[dict], seeds=None) -> list[float]:
     return [run["after"] for seed, run in enumerate(runs) if seeds is None or seed in seeds]
 
 
-def within_a_thousandth(values: list[float], page_range: tuple[float, float]) -> bool:
-    """min and max of `values` each within 0.001 of the range the page states."""
-    return all(
-        abs(found - said) <= 0.001 + 1e-9 for found, said in zip((min(values), max(values)), page_range, strict=True)
-    )
+# How far a re-measured figure may sit from the page's: the last digit of a success rate moves with the
+# machine's float kernels and the library release (seed 12 of exercise 1's control ended at 0.877 on one
+# 2-core machine and 0.876, the page's figure, on another, with the same code and versions). Counts of
+# seeds and groups, and which seeds fail, are compared exactly: they are what the answers claim.
+FIGURE_TOLERANCE = 0.002
+
+
+def near(measured, page) -> bool:
+    """Each measured figure within FIGURE_TOLERANCE of the page's (a number, or a tuple or list of them)."""
+    if isinstance(page, (tuple, list)):
+        return len(measured) == len(page) and all(near(m, p) for m, p in zip(measured, page, strict=True))
+    return abs(measured - page) <= FIGURE_TOLERANCE + 1e-9
 
 
 def mean(values: list[float]) -> float:
@@ -128,7 +135,13 @@ def summary(sweep: dict, *commands: str) -> str:
     return "\n".join(lines)
 
 
-BELOW_BAR = "smoke FAILED: after training, success {after:.3f} is below 0.849 (97% of the optimum)"
+BELOW_BAR = re.compile(r"^smoke FAILED: after training, success (\d\.\d{3}) is below 0\.849 \(97% of the optimum\)$")
+
+
+def fails_below_bar_at(run: dict, page: float) -> bool:
+    """The run's failure line has the shape the page shows, its success figure near the page's."""
+    found = BELOW_BAR.match(run["failure"])
+    return found is not None and near(float(found.group(1)), page)
 
 
 @pytest.mark.slow
@@ -136,22 +149,20 @@ def test_exercise_1_group_size(sweep):
     default, small = sweep[""], sweep["--group 2"]
     why = summary(sweep, "", "--group 2", "--iterations 30", "--iterations 30 --group 2", "--group 2 --prompts 48")
     # The default passes on all 16 seeds; G=2 on 14, and seeds 10 and 13 end in the opening-6 trap (0.75).
-    assert passing(default) == SEEDS_16 and (min(afters(default)), max(afters(default))) == (0.868, 0.879), why
-    assert failing(small) == [10, 13] and afters(small, [10, 13]) == [0.747, 0.751], why
+    assert passing(default) == SEEDS_16 and near((min(afters(default)), max(afters(default))), (0.868, 0.879)), why
+    assert failing(small) == [10, 13] and near(afters(small, [10, 13]), [0.747, 0.751]), why
     assert [small[seed]["opening"] for seed in (10, 13)] == [6, 6], why
-    assert small[10]["failure"] == BELOW_BAR.format(after=0.747), why
+    assert fails_below_bar_at(small[10], 0.747), why
     others = afters(small, passing(small))
-    assert (min(others), max(others)) == (0.865, 0.881), why
+    assert near((min(others), max(others)), (0.865, 0.881)), why
     # Halfway (30 updates): 15 of 16 against 2 of 16.
     half, half_small = sweep["--iterations 30"], sweep["--iterations 30 --group 2"]
-    assert failing(half) == [9] and afters(half, [9]) == [0.795] and mean(afters(half)) == 0.865, why
-    assert passing(half_small) == [0, 4] and mean(afters(half_small)) == 0.805, why
-    assert (min(afters(half_small)), max(afters(half_small))) == (0.740, 0.860), why
+    assert failing(half) == [9] and near(afters(half, [9]), [0.795]) and near(mean(afters(half)), 0.865), why
+    assert passing(half_small) == [0, 4] and near(mean(afters(half_small)), 0.805), why
+    assert near((min(afters(half_small)), max(afters(half_small))), (0.740, 0.860)), why
     # The same 96 episodes per update in groups of 2: every seed passes, yet most groups teach nothing.
     control = sweep["--group 2 --prompts 48"]
-    # The last digit of this range moves with the machine's float kernels: seed 12 ends at 0.877 on one
-    # 2-core machine and 0.876 (the page's figure) on another, the same code and versions.
-    assert passing(control) == SEEDS_16 and within_a_thousandth(afters(control), (0.872, 0.876)), why
+    assert passing(control) == SEEDS_16 and near((min(afters(control)), max(afters(control))), (0.872, 0.876)), why
     first = [run["zero"][2] for run in control]
     assert (min(first), max(first), control[0]["zero"][3]) == (239, 278, 480), why
     first = [run["zero"][2] for run in default]
@@ -171,9 +182,9 @@ def test_exercise_2_groups_that_teach_nothing(sweep):
     # Every episode wins: every group has zero advantage, and the table of logits never moves.
     for run in trivial:
         assert run["zero"][:2] == [720, 720] and run["status"] == 0 and run["smoke_ok"], why
-        assert (run["before"], run["after"]) == (1.0, 1.0) and run["logits_all_zero"], why
+        assert (run["before"], run["after"]) == (1.0, 1.0) and run["logits_all_zero"], why  # exact: nothing moves
     # An easy game (4 guesses for 8 numbers): solved, then nothing left to teach.
-    assert passing(easy) == SEEDS_8 and (min(afters(easy)), max(afters(easy))) == (0.999, 1.0), why
+    assert passing(easy) == SEEDS_8 and near((min(afters(easy)), max(afters(easy))), (0.999, 1.0)), why
     assert all(run["zero"][4] == 120 for run in easy), why
     totals = [run["zero"][0] for run in easy]
     assert (min(totals), max(totals)) == (604, 624), why
@@ -183,24 +194,24 @@ def test_exercise_2_groups_that_teach_nothing(sweep):
 def test_exercise_3_without_the_legal_move_mask(sweep):
     masked, free = sweep[""], sweep["--no-legal-mask"]
     why = summary(sweep, "", "--no-legal-mask", "--iterations 30", "--iterations 30 --no-legal-mask")
-    assert (free[0]["status"], free[0]["before"], free[0]["after"]) == (0, 0.322, 0.886), why
+    assert free[0]["status"] == 0 and near((free[0]["before"], free[0]["after"]), (0.322, 0.886)), why
     assert free[0]["before_note"] == [
         "  (before = the untrained policy, --no-legal-mask: uniform over 1..n, repeats allowed: blind random)"
     ]
     befores = [run["before"] for run in free]
-    assert (min(befores), max(befores), mean(befores)) == (0.301, 0.357, 0.33), why
+    assert near((min(befores), max(befores), mean(befores)), (0.301, 0.357, 0.33)), why
     befores = [run["before"] for run in masked]
-    assert (min(befores), max(befores), mean(befores)) == (0.6, 0.642, 0.62), why
+    assert near((min(befores), max(befores), mean(befores)), (0.6, 0.642, 0.62)), why
     # 13 of 16 pass; seeds 3, 5 and 15 end in an opening trap (3 or 6: 0.75).
-    assert failing(free) == [3, 5, 15] and afters(free, [3, 5, 15]) == [0.750, 0.750, 0.749], why
+    assert failing(free) == [3, 5, 15] and near(afters(free, [3, 5, 15]), [0.750, 0.750, 0.749]), why
     assert [free[seed]["opening"] for seed in (3, 5, 15)] == [3, 6, 3], why
-    assert free[3]["failure"] == BELOW_BAR.format(after=0.750), why
+    assert fails_below_bar_at(free[3], 0.750), why
     others = afters(free, passing(free))
-    assert (min(others), max(others)) == (0.868, 0.886), why
+    assert near((min(others), max(others)), (0.868, 0.886)), why
     # Halfway (30 updates): 1 of 16 without the mask, 15 of 16 with it.
     half = sweep["--iterations 30 --no-legal-mask"]
-    assert passing(half) == [9] and mean(afters(half)) == 0.726, why
-    assert (min(afters(half)), max(afters(half))) == (0.621, 0.855), why
+    assert passing(half) == [9] and near(mean(afters(half)), 0.726), why
+    assert near((min(afters(half)), max(afters(half))), (0.621, 0.855)), why
 
 
 def test_the_legal_mask_is_on_by_default():
@@ -216,8 +227,8 @@ def test_the_legal_mask_is_on_by_default():
 def test_exercise_7_learning_rate(sweep):
     slow, fast = sweep["--lr 0.05"], sweep["--lr 2"]
     why = summary(sweep, "--lr 0.05", "--lr 2")
-    assert failing(slow) == SEEDS_8 and (min(afters(slow)), max(afters(slow))) == (0.759, 0.805), why
-    assert passing(fast) == SEEDS_8 and set(afters(fast)) == {0.875}, why
+    assert failing(slow) == SEEDS_8 and near((min(afters(slow)), max(afters(slow))), (0.759, 0.805)), why
+    assert passing(fast) == SEEDS_8 and near(afters(fast), [0.875] * 8), why
     assert all(run["zero"][4] == 120 for run in fast), why
 
 

@@ -118,3 +118,56 @@ def test_the_pack_installs_offline_into_its_own_site_folder(tmp_path, monkeypatc
 def test_installing_without_a_pack_says_how_to_make_one(tmp_path):
     with pytest.raises(SystemExit, match=r"run `make gpu-pack` on the CPU machine and carry the folder"):
         gpu_pack.install(str(tmp_path))
+
+
+NODE_PACKAGES = os.path.join(os.path.dirname(ROOT), "shared", "gpu-node-packages.txt")
+NODE_LIBRARIES = {"torch", "transformers", "peft", "accelerate"}  # what the node is set up for (gpu_pack.py)
+# What the check imports, each in a fresh interpreter: the in-process game (all three parts play it),
+# TRL's trainers and the datasets they build.
+CHECK_IMPORTS = (
+    "import textarena_env.server.environment, env_rollout, trl, datasets; "
+    "env_rollout.WordleEnv('local').reset(seed=0); from trl import GRPOTrainer, SFTTrainer"
+)
+
+
+def required_by(project: str) -> set[str]:
+    """The installed distributions that require `project` (not as an optional extra)."""
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+
+    return {
+        gpu_pack.canonical(dist.metadata["Name"])
+        for dist in importlib.metadata.distributions()
+        for requirement in map(Requirement, dist.requires or [])
+        if gpu_pack.canonical(requirement.name) == project and "extra" not in str(requirement.marker or "")
+    }
+
+
+def test_the_pack_and_the_node_hold_every_distribution_the_check_imports():
+    """The offline node (its package list in ../shared) plus the pack must hold each distribution a part
+    of the check imports: pydantic and its three companions were missing from both once, found by no test."""
+    pytest.importorskip("textarena_env", reason="the real Wordle is not installed here; `make test` installs it")
+    if not os.path.exists(NODE_PACKAGES):
+        pytest.skip(f"the node's package list is not beside the checkout ({NODE_PACKAGES})")
+    code = (
+        f"{CHECK_IMPORTS}\n"
+        "import sys, importlib.metadata as m\n"
+        "owners = m.packages_distributions()\n"
+        "print(sorted({d for name in list(sys.modules) for d in owners.get(name.split('.')[0], [])}))"
+    )
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    imported = {gpu_pack.canonical(name) for name in eval(result.stdout.strip().splitlines()[-1])}  # a list of str
+    with open(NODE_PACKAGES, encoding="utf-8") as file:
+        node = {gpu_pack.canonical(re.split(r"[=<>\s]", line)[0]) for line in file if line.strip() and line[0] != "#"}
+    packed = {gpu_pack.canonical(re.split(r"[=<>]", requirement)[0]) for requirement in gpu_pack.PACKED}
+    packed.add(gpu_pack.canonical("openenv-textarena"))  # the kit's wheel
+    assert {"torch", "transformers", "pydantic", "trl"} <= imported, "the walk is broken"
+    # A dependency of the libraries the node is set up for (transformers here requires `kernels`) comes
+    # with them there, at the node's versions: only what else the check imports must be in the pack.
+    missing = sorted(name for name in imported - node - packed if not required_by(name) & NODE_LIBRARIES)
+    assert missing == [], f"the check imports what neither the node nor the pack holds: {missing}"
