@@ -76,7 +76,7 @@ def build_grpo_trainer(
     `metrics` are reward functions that `args.reward_weights` weighs 0: logged, never trained on."""
     from trl import GRPOTrainer
 
-    return (trainer_class or GRPOTrainer)(
+    trainer = (trainer_class or GRPOTrainer)(
         model=model,
         args=args,
         train_dataset=train_dataset,
@@ -85,6 +85,65 @@ def build_grpo_trainer(
         environment_factory=environment_factory,
         processing_class=processing_class,
         peft_config=peft_config,
+    )
+    keep_the_base_frozen_through_vllm_syncs(trainer)
+    return trainer
+
+
+# TRL's weight sync into vLLM, with a LoRA adapter, merges the adapter into the base weights, reads them
+# and unmerges, in place (trl/generation/vllm_generation.py, VLLMGeneration._iter_named_params). In bf16
+# the unmerge does not give the base back: one 2048 x 2048 layer through 125 merge/unmerge pairs drifted
+# by 4.9e-5 rms, 30 % of the adapter's own delta. So the lab gives vLLM the same merged weights, W + delta,
+# each computed into a new tensor, and never writes into the base. Only where every weight is whole in
+# this process (no FSDP, no DeepSpeed ZeRO-3, which shard them): there TRL's own route stays.
+
+
+def frozen_base_weights(model, vllm_name):
+    """(name, weight) pairs for vLLM, as TRL's sync yields them with a LoRA adapter: each adapted layer's
+    base weight plus its active adapters' delta (peft's get_delta_weight), in a new tensor; every other
+    weight as it is; the adapter's own tensors left out. `vllm_name(name, extra_prefixes)` is TRL's renaming."""
+    from peft.tuners.lora import LoraLayer
+
+    merged = {}
+    for module_name, module in model.named_modules():
+        if isinstance(module, LoraLayer):
+            require(
+                not any(module.use_dora.get(adapter, False) for adapter in module.active_adapters),
+                "DoRA's merge is not a LoRA delta: the frozen-base weight sync handles LoRA adapters only.",
+            )
+            weight = module.get_base_layer().weight
+            delta = sum(
+                module.get_delta_weight(adapter) for adapter in module.active_adapters if adapter in module.lora_A
+            )
+            merged[f"{module_name}.base_layer.weight"] = (weight.detach().float() + delta.detach().float()).to(
+                weight.dtype
+            )
+    for name, param in model.named_parameters():
+        weight = merged.get(name, param.data)
+        name = name.removeprefix("base_model.model.").replace(".base_layer", "")
+        if model.prefix in name or "original_module" in name:
+            continue  # the adapter's tensors (merged above), and a modules_to_save's frozen original
+        yield vllm_name(name, extra_prefixes=["modules_to_save.default."]), weight
+
+
+def keep_the_base_frozen_through_vllm_syncs(trainer) -> None:
+    """Route TRL's colocated or server weight sync through frozen_base_weights (see above)."""
+    import functools
+
+    from peft import PeftModel
+
+    generation = getattr(trainer, "vllm_generation", None)
+    if generation is None or not isinstance(getattr(generation, "model", None), PeftModel):
+        return
+    require(
+        all(hasattr(generation, name) for name in ("_iter_named_params", "_fix_param_name_to_vllm", "_dist")),
+        "TRL's VLLMGeneration no longer has _iter_named_params, _fix_param_name_to_vllm and _dist, through "
+        "which the lab gives vLLM merged weights without writing into the frozen base.",
+    )
+    if generation._dist.is_fsdp or getattr(generation._dist, "zero_stage", 0) == 3:
+        return  # sharded weights: TRL gathers them for its own in-place merge
+    generation._iter_named_params = functools.partial(
+        frozen_base_weights, generation.model, generation._fix_param_name_to_vllm
     )
 
 

@@ -53,3 +53,79 @@ def test_library_changed_is_its_own_failure_not_a_smoke_failure():
 
     assert not issubclass(trl_glue.LibraryChanged, env_rollout.SmokeFailure)
     assert issubclass(trl_glue.LibraryChanged, RuntimeError) and issubclass(trl_glue.ModelLoadError, RuntimeError)
+
+
+class RecordingVllm:
+    """A stand-in for vLLM's engine, as TRL's colocated sync reaches it: what load_weights received."""
+
+    def __init__(self):
+        self.received = {}
+        self.llm_engine = self.model_executor = self.driver_worker = self.model_runner = self.model = self
+
+    def load_weights(self, weights):
+        self.received.update((name, weight.clone()) for name, weight in weights)
+
+    def reset_prefix_cache(self):
+        pass
+
+
+def colocated_sync_of(model):
+    """TRL's own VLLMGeneration, its colocated sync_weights unchanged, around `model`, with vLLM stood in."""
+    from accelerate import Accelerator
+    from trl.distributed import DistributedBackend
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    generation = object.__new__(VLLMGeneration)  # its __init__ would start vLLM
+    accelerator = Accelerator(cpu=True)
+    generation.model, generation.accelerator, generation.mode = model, accelerator, "colocate"
+    generation.enable_sleep_mode, generation._dist, generation.llm = (
+        False,
+        DistributedBackend(accelerator),
+        RecordingVllm(),
+    )
+    return generation
+
+
+def lora_model_in_bf16(seed: int):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(seed)
+    shape = dict(vocab_size=256, hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4)
+    base = Qwen3ForCausalLM(Qwen3Config(**shape, num_key_value_heads=2, head_dim=64)).to(torch.bfloat16)
+    model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj", "down_proj"]))
+    for name, param in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(param, std=0.02)  # a trained adapter: B is 0 only before training
+    return model
+
+
+def test_vllm_syncs_leave_the_bf16_base_bit_for_bit_and_give_vllm_w_plus_delta():
+    """100 colocated syncs through TRL's sync_weights, in bf16: the base weights are unchanged bit for bit,
+    and vLLM receives each adapted weight as W + delta. TRL's own route (merge, read, unmerge in place)
+    is run beside it on the same model, to show the drift the lab's route avoids."""
+    pytest.importorskip("peft")
+    import torch
+
+    model = lora_model_in_bf16(0)
+    base = {name: param.detach().clone() for name, param in model.named_parameters() if "base_layer" in name}
+    generation = colocated_sync_of(model)
+    trl_glue.keep_the_base_frozen_through_vllm_syncs(type("Trainer", (), {"vllm_generation": generation})())
+    for _ in range(100):
+        generation.sync_weights()
+    for name, weight in base.items():
+        assert torch.equal(dict(model.named_parameters())[name], weight), name
+    received = generation.llm.received
+    name = "model.layers.0.self_attn.q_proj.weight"
+    layer = model.base_model.model.model.layers[0].self_attn.q_proj
+    expected = (layer.base_layer.weight.float() + layer.get_delta_weight("default").float()).to(torch.bfloat16)
+    assert torch.equal(received[name], expected) and not torch.equal(received[name], layer.base_layer.weight)
+    assert "model.layers.0.mlp.up_proj.weight" in received and not any("lora" in key for key in received)
+
+    drifting = lora_model_in_bf16(0)  # TRL's own in-place route on the same weights
+    trls = colocated_sync_of(drifting)
+    for _ in range(100):
+        trls.sync_weights()
+    moved = [n for n, w in base.items() if not torch.equal(dict(drifting.named_parameters())[n], w)]
+    assert moved, "TRL's merge and unmerge no longer move a bf16 base: the lab's route may be needless"
