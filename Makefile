@@ -5,6 +5,7 @@
 #   make test    run the test suite but its end-to-end runs, on the versions it last passed with
 #                (tests/constraints.txt): minutes
 #   make test-all  the whole suite: make test, then the end-to-end runs (make test-slow)
+#   make install  set up .venv with everything the classroom uses (make test's install), and run nothing
 #   make rehearse  run the --full code path offline on a CPU (tiny model, GuessEnv)
 #   make learn   a tiny transformer learns GuessEnv through TRL on a CPU (--learn, minutes)
 #   make rehearse-full  --full itself on a CPU against the real Wordle, with a tiny model (--full --tiny)
@@ -57,7 +58,7 @@ define install_torch
 	$(PIP) torch $1; fi
 endef
 
-.PHONY: smoke test test-slow test-all rehearse learn rehearse-full rehearse-smollm2 bench-learn bench-warm-start lint clean
+.PHONY: smoke test test-slow test-all install rehearse learn rehearse-full rehearse-smollm2 bench-learn bench-warm-start lint clean
 .PHONY: test-latest constraints rehearse-vllm bench bench-solver bench-cli bench-tokens bench-gpu gpu-pack gpu-check
 
 $(PY):
@@ -108,6 +109,9 @@ test-slow: $(VENV)/.test
 	$(PY) -m pytest -q -m slow tests
 
 test-all: test test-slow
+
+install: $(VENV)/.test
+	@echo "installed into $(VENV): run a mode with $(PY) env_rollout.py --MODE, or first: source $(VENV)/bin/activate"
 
 rehearse: $(VENV)/.test
 	$(PY) env_rollout.py --rehearse

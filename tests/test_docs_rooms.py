@@ -69,3 +69,16 @@ def test_every_link_between_pages_lands(path):
         elif anchor and file.endswith(".md") and anchor not in heading_anchors(read(file)):
             broken.append(link)
     assert broken == [], f"{os.path.relpath(path, ROOT)}: links that land nowhere: {broken}"
+
+
+def test_the_pages_say_how_to_run_from_the_venv_and_make_install_runs_nothing():
+    import subprocess
+
+    for page in ("README.md", os.path.join("docs", "exercises.md")):
+        assert "source .venv/bin/activate" in read(os.path.join(ROOT, page)), page
+    dry = subprocess.run(["make", "-n", "install"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert (
+        dry.returncode == 0
+        and "pytest" not in dry.stdout
+        and "env_rollout.py --" not in dry.stdout.replace("env_rollout.py --MODE", "")
+    )
