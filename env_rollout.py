@@ -807,9 +807,8 @@ def run_full(settings: WordleSettings, args, model_args, trainer_class=None) -> 
     words = sessions.wordle_words() if settings.env_url == "local" else None
     train_dataset = wordle_dataset(settings.episodes, args.seed, words)
     eval_dataset = wordle_eval_dataset(settings.eval_games, words) if settings.eval_games else None
-    args.model_init_kwargs = recipes.model_init_kwargs(
-        model_args, on_gpu=torch.cuda.is_available()
-    )  # TRL loads by name
+    # TRL loads the model by name, with these: its dtype, revision and attention, from ModelConfig.
+    args.model_init_kwargs = recipes.model_init_kwargs(model_args, on_gpu=torch.cuda.is_available())
     try:
         trainer = trl_glue.build_grpo_trainer(
             args,

@@ -635,7 +635,8 @@ def run_learn(settings: LearnConfig, trl_config) -> dict:
 
     prompts_per_step = trl_config.generation_batch_size // trl_config.num_generations
     dataset = guess_dataset(prompts_per_step * trl_config.max_steps)  # a fresh prompt for every group
-    held_out = guess_dataset(trl_config.per_device_eval_batch_size, first_seed=EVAL_FIRST_SEED)
+    held_out_episodes = trl_config.per_device_eval_batch_size  # one evaluation batch (--learn-eval-episodes)
+    held_out = guess_dataset(held_out_episodes, first_seed=EVAL_FIRST_SEED)
     with tempfile.TemporaryDirectory(prefix="learn-") as output_dir:
         trl_config.output_dir = output_dir  # nothing is kept (TrainingArguments only expands this path)
         transformers_logging.disable_progress_bar()  # a 0.5 MB model: no bars for saving and loading it
@@ -655,13 +656,11 @@ def run_learn(settings: LearnConfig, trl_config) -> dict:
         before = evaluate_guessing(trainer, trl_config.seed)
         check(
             before["calls"] > 0,
-            f"TRL parsed no tool call in {trl_config.per_device_eval_batch_size} episodes of the warm-started model "
+            f"TRL parsed no tool call in {held_out_episodes} episodes of the warm-started model "
             f"({before['wasted']:.3f} calls per episode played no guess): GRPO would train on nothing. "
             + library_versions(),
         )
-        print(
-            f"before GRPO: success {before['success']:.3f} on {trl_config.per_device_eval_batch_size} held-out episodes"
-        )
+        print(f"before GRPO: success {before['success']:.3f} on {held_out_episodes} held-out episodes")
         grpo_started = time.perf_counter()
         trainer.train()
         grpo_seconds = time.perf_counter() - grpo_started
@@ -693,7 +692,7 @@ def run_learn(settings: LearnConfig, trl_config) -> dict:
         )
         print(f"plot: {settings.plot}")
     print(
-        f"learn: {trl_config.per_device_eval_batch_size} evaluation episodes each side, through TRL's evaluation, "
+        f"learn: {held_out_episodes} evaluation episodes each side, through TRL's evaluation, "
         f"{time.perf_counter() - started:.0f} s in all"
     )
     return {"before": before, "after": after, "trainer": trainer}

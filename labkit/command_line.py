@@ -28,8 +28,8 @@ def checked(accepts: dict):
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be {ranges.wanted(accepts)}, got {text!r}") from None
-        if not ranges.accepted(value, accepts):
-            raise argparse.ArgumentTypeError(f"must be {ranges.wanted(accepts)}, got {value}{accepts.get('why', '')}")
+        if refused := ranges.must_be(value, accepts):
+            raise argparse.ArgumentTypeError(refused)
         return value
 
     return parse

@@ -59,11 +59,16 @@ def accepted(value, accepts: dict) -> bool:
     return True
 
 
-def refusal(flag: str, value, accepts: dict) -> str | None:
-    """The one line that refuses `value` for `flag`, or None if the setting takes it."""
+def must_be(value, accepts: dict) -> str | None:
+    """'must be <what it takes>, got <value>' where the setting does not take `value`; None where it does."""
     if value is None or wanted(accepts) is None or accepted(value, accepts):
         return None
-    return f"{flag} must be {wanted(accepts)}, got {value}{accepts.get('why', '')}"
+    return f"must be {wanted(accepts)}, got {value}{accepts.get('why', '')}"
+
+
+def refusal(flag: str, value, accepts: dict) -> str | None:
+    """The one line that refuses `value` for `flag`, or None if the setting takes it."""
+    return None if (words := must_be(value, accepts)) is None else f"{flag} {words}"
 
 
 def check_parsed(*parsed) -> None:

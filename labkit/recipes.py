@@ -128,7 +128,7 @@ def parse_cpu_mode(argv: list[str], settings_class, prog: str):
     """(settings, GRPOConfig) for a CPU mode that runs --full's recipe at its own scale (--learn,
     --rehearse). Its layers are `settings_class.RECIPES`: of --full's (all but the last) only the GRPOConfig
     fields, not its model or Wordle settings; then the mode's own. `settings_class.RENAMED_FLAGS` are
-    translated; `settings_class.TRAINING_RANGES` are the mode's own demands on GRPOConfig's values."""
+    translated; `settings_class.RANGES` are the values its settings and GRPOConfig fields take."""
     from trl import GRPOConfig
 
     argv = [renamed(word, settings_class.RENAMED_FLAGS) for word in argv]
@@ -232,6 +232,10 @@ def print_dry_run(settings, args, model_args) -> int:
     return 0
 
 
+def pinned_revision(model_args) -> bool:
+    return model_args.model_revision not in (None, "main")
+
+
 def refuse_unused_model_flags(args, model_args) -> None:
     """ModelConfig's flags that this run could not honour, refused in one line rather than ignored."""
     if model_args.load_in_4bit or model_args.load_in_8bit:
@@ -239,7 +243,7 @@ def refuse_unused_model_flags(args, model_args) -> None:
             "--load_in_4bit/--load_in_8bit: this run does not quantize. Tier t1's plan fits bf16 weights on a 24 GB "
             'card (docs/full.md, "The 24 GB plan"), and vLLM colocated cannot load TRL\'s in-flight 8-bit weights'
         )
-    if model_args.model_revision not in (None, "main") and args.use_vllm:
+    if pinned_revision(model_args) and args.use_vllm:
         raise SystemExit(
             f"--model_revision {model_args.model_revision}: TRL starts vLLM from the model's name alone, with no "
             "revision, so vLLM would load 'main'. Download that revision into a folder (huggingface-cli download "
@@ -254,7 +258,7 @@ def model_init_kwargs(model_args, on_gpu: bool) -> dict:
     revision and its attention. trust_remote_code is GRPOConfig's own, which TRL passes to both the
     model and vLLM; quantization is refused (refuse_what_cannot_run)."""
     kwargs = {"dtype": model_args.dtype if on_gpu and model_args.use_peft else "float32"}
-    if model_args.model_revision not in (None, "main"):
+    if pinned_revision(model_args):
         kwargs["revision"] = model_args.model_revision
     if model_args.attn_implementation:
         kwargs["attn_implementation"] = model_args.attn_implementation

@@ -98,28 +98,30 @@ def build_grpo_trainer(
 # this process (no FSDP, no DeepSpeed ZeRO-3, which shard them): there TRL's own route stays.
 
 
+def merged_weight(layer):
+    """A LoRA layer's base weight plus its active adapters' delta (peft's get_delta_weight), in a new tensor."""
+    require(
+        not any(layer.use_dora.get(adapter, False) for adapter in layer.active_adapters),
+        "DoRA's merge is not a LoRA delta: the frozen-base weight sync handles LoRA adapters only.",
+    )
+    weight = layer.get_base_layer().weight.detach()
+    delta = sum(layer.get_delta_weight(adapter) for adapter in layer.active_adapters if adapter in layer.lora_A)
+    return (weight.float() + delta.detach().float()).to(weight.dtype)
+
+
 def frozen_base_weights(model, vllm_name):
     """(name, weight) pairs for vLLM, as TRL's sync yields them with a LoRA adapter: each adapted layer's
-    base weight plus its active adapters' delta (peft's get_delta_weight), in a new tensor; every other
-    weight as it is; the adapter's own tensors left out. `vllm_name(name, extra_prefixes)` is TRL's renaming."""
+    merged weight, made only as it is yielded (one layer's copy at a time, as TRL sends them one by one);
+    every other weight as it is; the adapter's own tensors left out. `vllm_name(name, extra_prefixes)` is
+    TRL's renaming."""
     from peft.tuners.lora import LoraLayer
 
-    merged = {}
-    for module_name, module in model.named_modules():
-        if isinstance(module, LoraLayer):
-            require(
-                not any(module.use_dora.get(adapter, False) for adapter in module.active_adapters),
-                "DoRA's merge is not a LoRA delta: the frozen-base weight sync handles LoRA adapters only.",
-            )
-            weight = module.get_base_layer().weight
-            delta = sum(
-                module.get_delta_weight(adapter) for adapter in module.active_adapters if adapter in module.lora_A
-            )
-            merged[f"{module_name}.base_layer.weight"] = (weight.detach().float() + delta.detach().float()).to(
-                weight.dtype
-            )
+    adapted = {
+        f"{name}.base_layer.weight": layer for name, layer in model.named_modules() if isinstance(layer, LoraLayer)
+    }
     for name, param in model.named_parameters():
-        weight = merged.get(name, param.data)
+        layer = adapted.get(name)
+        weight = param.data if layer is None else merged_weight(layer)
         name = name.removeprefix("base_model.model.").replace(".base_layer", "")
         if model.prefix in name or "original_module" in name:
             continue  # the adapter's tensors (merged above), and a modules_to_save's frozen original
