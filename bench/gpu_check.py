@@ -15,7 +15,10 @@ or runs out of memory leaves the others' figures:
 (c) if the time budget leaves room, (a)'s GRPO figure for tier t2's shape, Qwen3-4B, at 80 GB.
 
 Each figure is one line `gpu check: ...`, printed and written to OUT/gpu_check.txt with the versions
-and the device; each part's whole output goes to OUT/<part>.log, to read when a figure is missing.
+and the device, and a line that says what the memory figures cover (the training side: the model, the
+LoRA adapter, its gradients and optimizer state, activations, transformers generation's KV cache) and
+what they do not (vLLM's share: vLLM is not installed on the node); each part's whole output goes to
+OUT/<part>.log, to read when a figure is missing.
 """
 
 import argparse
@@ -88,15 +91,20 @@ def check(options) -> int:
     plan, device = PLANS[options.device], options.device
     os.makedirs(options.out, exist_ok=True)
     started = time.perf_counter()
-    lines = [versions_line(device)]
-    print(lines[0], flush=True)
+    from bench.gpu_memory import MEMORY_COVERS
+
+    lines = [versions_line(device), f"gpu check: {MEMORY_COVERS}"]
+    print("\n".join(lines), flush=True)
+    figures = 0
 
     def left() -> float:
         return options.budget_s - (time.perf_counter() - started)
 
-    def record(part: str, figures: list[str], failure: str) -> None:
+    def record(part: str, measured: list[str], failure: str) -> None:
+        nonlocal figures
+        figures += len(measured)
         failed = [f"{part} FAILED ({failure}); its output: {part}.log"] if failure else []
-        for figure in figures + failed:
+        for figure in measured + failed:
             lines.append(f"gpu check: {figure}")
             print(lines[-1], flush=True)
 
@@ -117,9 +125,7 @@ def check(options) -> int:
         record("t2-memory", [f"t2 {shape} {device} GRPO: skipped, {left():.0f} s of the budget left"], "")
 
     failed = sum("FAILED" in line for line in lines)
-    lines.append(
-        f"gpu check: done in {time.perf_counter() - started:.0f} s, {len(lines) - 1 - failed} figures, {failed} failed"
-    )
+    lines.append(f"gpu check: done in {time.perf_counter() - started:.0f} s, {figures} figures, {failed} failed")
     print(lines[-1])
     with open(os.path.join(options.out, "gpu_check.txt"), "w", encoding="utf-8") as file:
         file.write("\n".join(lines) + "\n")

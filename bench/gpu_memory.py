@@ -213,6 +213,15 @@ def counted(number: int, thing: str) -> str:
     return f"{number} {thing}{'s' if number != 1 else ''}"
 
 
+# What a memory figure covers, and what it does not (printed by `run` and by bench/gpu_check.py).
+MEMORY_COVERS = (
+    "memory figures: the training side, as torch's CUDA allocator counts it in each part's process: the bf16 "
+    "model's weights, the LoRA adapter with its gradients and optimizer state, the activations, and in GRPO "
+    "transformers generation's KV cache; not counted: vLLM's share (vLLM is not installed on the node: the check "
+    "generates with transformers), which each GRPO line adds on paper as vllm_gpu_memory_utilization x the card"
+)
+
+
 def memory_text(peak, cap_gb: float) -> str:
     if peak is None:
         return "no GPU memory figure on a CPU"
@@ -250,6 +259,7 @@ def run(options) -> int:
             f"shape {options.shape}: {parameters / 1e9:.2f}e9 parameters, tier {options.tier}, {lora} "
             f"({trainable / 1e6:.1f}e6 trainable), {device}, Qwen3's tokenizer, the real Wordle in-process"
         )
+        print(MEMORY_COVERS)
         label = f"{options.tier} {options.shape} {device}"
         for stage in options.stages:
             try:

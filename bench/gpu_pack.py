@@ -2,6 +2,7 @@
 
     python bench/gpu_pack.py                 # make gpu-pack: builds gpu-pack/ (downloads once, into .gpu-pack-cache/)
     python bench/gpu_pack.py --install DIR   # make gpu-check, on the GPU machine: unpacks DIR and installs it
+    python bench/gpu_pack.py --standin DIR   # make gpu-standin: a stand-in of the node here, with the pack in DIR/pack
 
 The GPU machine has torch, transformers, peft and accelerate (and their dependencies: numpy,
 huggingface_hub, tokenizers, safetensors, pyyaml, httpx, typer, rich, ...) and nothing else, and no
@@ -21,15 +22,27 @@ All of it is one tar.xz of uncompressed wheels: xz packs what the wheels' own zi
 (the whole pack measured about 0.7 of its wheels' size). On the GPU machine, --install unpacks it and
 installs the wheels with pip, offline, into DIR/site-packages (PYTHONPATH), so the machine's own packages are
 left as they are.
+
+The stand-in node (--standin, `make gpu-standin`) proves the pack on a CPU: a Python 3.12 venv holding
+exactly the node's package list (NODE_PACKAGES: the versions it names, else what pip resolves from
+PyPI; torchaudio at torch's release, node_requirements says why). Its builds are PyPI's, the node's
+own: torch's CUDA 13 build with CUDA's libraries (nvidia-*, cuda-*), which runs on a CPU, so nothing of
+the list is left out (PyTorch's CPU index, which would give smaller builds, was not reachable from the
+machine that built it). Its wheels are fetched first into a folder (the one step that uses an index),
+then installed from that folder alone (`pip install --no-index`). The pack is copied beside it, and
+`make gpu-check DEVICE=cpu GPU_PYTHON=DIR/bin/python GPU_PACK=DIR/pack` then takes the node's own route:
+--install, then the check with the pack's site-packages, NLTK data and tokenizer, offline.
 """
 
 import argparse
+import glob
 import io
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
+import time
 import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -37,7 +50,7 @@ WORDLE_KIT = os.path.join(os.path.dirname(ROOT), "shared", "wordle-kit")
 ARCHIVE = "pack.tar.xz"
 PACK_LIMIT_MIB = 64  # the most the pack may weigh: it is copied to the node with the checkout
 
-# The versions the test suite passed with (tests/constraints.txt), where it lists them. TRL 1.16 asks
+# The tested set's versions (tests/constraints.txt, the GPU user's: a test holds them equal). TRL 1.16 asks
 # transformers >= 4.56.2, so the GPU machine's 5.17 serves it.
 PACKED = (
     "trl==1.16.0",
@@ -59,7 +72,7 @@ PACKED = (
     "defusedxml==0.7.1",
     "python-dotenv==1.2.4",
     "websockets==17.4",
-    "fastapi==0.165.0",
+    "fastapi==0.136.3",
     "starlette==1.10.0",
     "uvicorn==0.55.0",
     "watchfiles==1.3.0",
@@ -76,13 +89,13 @@ PACKED = (
     "mcp==2.3.0",
     "mcp-types==2.3.0",
     "py-key-value-aio==0.5.0",
-    "cachetools==8.0.2",
+    "cachetools==8.0.3",
     "beartype==0.23.1",
     "opentelemetry-api==1.45.2",
-    "httpx2==2.16.2",
-    "httpcore2==2.16.2",
+    "httpx2==2.17.0",
+    "httpcore2==2.17.0",
     "pyjwt==2.15.1",
-    "cryptography==50.0.2",
+    "cryptography==51.0.1",
     "cffi==2.1.1",
     "attrs==26.1.0",
     "cloudpickle==3.1.3",
@@ -102,6 +115,8 @@ PACKED = (
     "pillow==12.3.0",
 )
 KIT_WHEEL = "openenv_textarena-0.1.0-py3-none-any.whl"
+
+NODE_PACKAGES = os.path.join(os.path.dirname(ROOT), "shared", "gpu-node-packages.txt")
 
 # Files left out of a wheel: what the check never loads (measured: /proc/self/maps and sys.modules
 # after the whole path ran), by wheel name and path prefix. Each is also struck from the wheel's RECORD.
@@ -230,6 +245,59 @@ def install(folder: str) -> None:
     print(f"gpu pack: {len(wheels)} wheels installed in {site}")
 
 
+def node_requirements(path: str) -> list[str]:
+    """The node's package list as pip requirements, one a line as it names them; but torchaudio, which it
+    names without a version, at torch's: its compiled library loads on its own torch release only, and
+    pip, left to choose, took 2.11.1 for torch 2.11.0 (measured: transformers' import of torchaudio then
+    fails, an undefined symbol in libtorchaudio.so), which no working node can hold."""
+    with open(path, encoding="utf-8") as file:
+        requirements = [line for line in (line.strip() for line in file) if line and not line.startswith("#")]
+    torch = next((line.split("==")[1] for line in requirements if line.startswith("torch==")), None)
+    return [f"{line}=={torch}" if line == "torchaudio" and torch else line for line in requirements]
+
+
+def standin_python(python: str) -> str:
+    """`python` where it runs, else a Python 3.12 of pyenv's (its shim alone may not pick one)."""
+    if shutil.which(python) and subprocess.run([python, "--version"], capture_output=True).returncode == 0:
+        return python
+    found = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.12*/bin/python3.12")))
+    if not found:
+        raise SystemExit(f"gpu pack: no {python} here to build the stand-in node with: pass --standin-python")
+    return found[-1]
+
+
+def standin(folder: str, python: str, cache: str, pack: str, node_list: str) -> None:
+    """The stand-in node in `folder`: a venv of the node's packages, installed with no index, and the pack
+    (copied from `pack`, not yet installed) in folder/pack. The venv is built again only when the list changed."""
+    archive = os.path.join(pack, ARCHIVE)
+    if not os.path.exists(archive):
+        raise SystemExit(f"gpu pack: no {archive}: run `make gpu-pack` first")
+    requirements = node_requirements(node_list)
+    wanted, text = os.path.join(folder, "node-requirements.txt"), "\n".join(requirements) + "\n"
+    if not (os.path.exists(wanted) and open(wanted, encoding="utf-8").read() == text):
+        shutil.rmtree(folder, ignore_errors=True)
+        subprocess.run([standin_python(python), "-m", "venv", folder], check=True)
+        with open(wanted + ".new", "w", encoding="utf-8") as file:
+            file.write(text)
+        wheels = os.path.join(cache, "gpu-node-wheels")
+        # --isolated: PyPI alone, none of this machine's pip settings (its own wheel folders, its caps).
+        pip = [os.path.join(folder, "bin", "python"), "-m", "pip", "--isolated", "--disable-pip-version-check"]
+        # The one step that reaches an index: the node's wheels (an sdist built into one), kept in `wheels`.
+        started = time.perf_counter()
+        subprocess.run(pip + ["wheel", "--quiet", "--wheel-dir", wheels, "-r", wanted + ".new"], check=True)
+        fetched = time.perf_counter()
+        install = ["install", "--quiet", "--no-index", "--find-links", wheels, "-r", wanted + ".new"]
+        subprocess.run(pip + install, check=True)
+        os.replace(wanted + ".new", wanted)
+        print(
+            f"gpu standin: wheels fetched in {fetched - started:.0f} s, installed in {time.perf_counter() - fetched:.0f} s"
+        )
+    shutil.rmtree(os.path.join(folder, "pack"), ignore_errors=True)
+    os.makedirs(os.path.join(folder, "pack"))
+    shutil.copy(archive, os.path.join(folder, "pack", ARCHIVE))
+    print(f"gpu standin: {folder}: the node's {len(requirements)} packages, installed with no index; the pack in pack/")
+
+
 def has_pip() -> bool:
     import importlib.util
 
@@ -243,9 +311,14 @@ def main() -> None:
     parser.add_argument("--python-version", default="3.12", help="the GPU machine's Python")
     parser.add_argument("--kit", default=WORDLE_KIT, help="the course's Wordle kit")
     parser.add_argument("--install", metavar="DIR", help="unpack and install the pack in DIR (on the GPU machine)")
+    parser.add_argument("--standin", metavar="DIR", help="build a stand-in of the node in DIR, the pack in DIR/pack")
+    parser.add_argument("--standin-python", default="python3.12", help="the stand-in's Python (the node's: 3.12)")
+    parser.add_argument("--node-packages", default=NODE_PACKAGES, help="the node's package list")
     options = parser.parse_args()
     if options.install:
         install(options.install)
+    elif options.standin:
+        standin(options.standin, options.standin_python, options.cache, options.folder, options.node_packages)
     else:
         build(os.path.abspath(options.folder), options.cache, options.python_version, options.kit)
 

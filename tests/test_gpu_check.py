@@ -43,6 +43,11 @@ def test_gpu_check_on_a_cpu_prints_a_line_per_figure_and_writes_them(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     printed = [line for line in result.stdout.splitlines() if line.startswith("gpu check: ")]
     assert re.match(r"^gpu check: CPU, torch \S+, transformers \S+, trl \S+, peft \S+, \d{4}-\d\d-\d\d$", printed[0])
+    # What the memory figures cover, and that vLLM's share is not among them (vLLM is not on the node).
+    assert (
+        printed[1].startswith("gpu check: memory figures: the training side")
+        and "not counted: vLLM's share" in printed[1]
+    )
     for name, pattern in FIGURES.items():
         found = [re.match(pattern, line) for line in printed if re.match(pattern, line)]
         assert len(found) == 1, f"{name}: {printed}"
@@ -64,6 +69,63 @@ def test_gpu_check_refuses_a_gpu_run_without_a_gpu():
     assert result.returncode != 0 and result.stderr.strip().splitlines()[-1] == (
         "gpu check: no CUDA GPU here; on a CPU, run `make gpu-check DEVICE=cpu`"
     )
+
+
+def test_gpu_check_on_a_cpu_takes_the_nodes_route_when_given_the_nodes_python():
+    """`make gpu-check DEVICE=cpu` runs in .venv; with GPU_PYTHON (make gpu-standin's stand-in node) it runs
+    as on the node: the pack installed, then the check on the pack's site-packages, NLTK data and tokenizer."""
+
+    def dry(*variables: str) -> list[str]:
+        command = ["make", "-n", "--no-print-directory", "gpu-check", *variables]  # under `make test` too
+        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60).stdout.splitlines()
+
+    here = dry("DEVICE=cpu")
+    assert "--device cpu" in here[-1] and "--install" not in "\n".join(here) and "PYTHONPATH" not in here[-1]
+    node = " ".join(dry("DEVICE=cpu", "GPU_PYTHON=/node/python", "GPU_PACK=/node/pack"))
+    assert node.startswith("/node/python bench/gpu_pack.py --install /node/pack ")
+    for part in ("PYTHONPATH=/node/pack/site-packages", "NLTK_DATA=/node/pack/nltk_data", "HF_HUB_OFFLINE=1"):
+        assert part in node, node
+    assert "/node/python bench/gpu_check.py --device cpu " in node and "--tokenizer /node/pack/qwen3-tokenizer" in node
+    assert "--device cuda" in " ".join(dry("GPU_PYTHON=/node/python"))  # the node's own call: DEVICE=cuda
+
+
+def test_the_standin_node_holds_the_nodes_package_list_as_it_names_it(tmp_path):
+    listing = tmp_path / "packages.txt"
+    listing.write_text("# the node's packages\nabsl-py\n\ntorch==2.11.0\ntorchaudio\nnvidia-cublas\n")
+    wanted = ["absl-py", "torch==2.11.0", "torchaudio==2.11.0", "nvidia-cublas"]  # torchaudio at torch's release
+    assert gpu_pack.node_requirements(str(listing)) == wanted
+
+
+@pytest.mark.parametrize(
+    "cuda, use_cpu, on_gpu", [(True, False, True), (True, True, False), (False, False, False)], ids=str
+)
+def test_the_warm_start_on_a_gpu_runs_trls_own_sft_loss(monkeypatch, cuda, use_cpu, on_gpu):
+    """On CUDA the check's warm start trains with TRL's SFTTrainer itself, its own loss; the lab's
+    CPU substitute (a loss at the labelled positions) serves only where no GPU is used."""
+    pytest.importorskip("trl")
+    import types
+
+    import torch
+    from trl import SFTTrainer
+
+    from labkit import warm_start
+
+    assert warm_start.sft_trainer_class(True) is SFTTrainer
+    assert warm_start.sft_trainer_class(False).compute_loss is not SFTTrainer.compute_loss
+    chosen = []
+
+    class Chosen(Exception):
+        pass
+
+    def choose(gpu: bool):
+        chosen.append(gpu)
+        raise Chosen  # the choice is all this test reads: no trainer is built
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(warm_start, "sft_trainer_class", choose)
+    with pytest.raises(Chosen):
+        warm_start.train_warm_start(types.SimpleNamespace(), None, [], None, types.SimpleNamespace(use_cpu=use_cpu))
+    assert chosen == [on_gpu]
 
 
 def wheel(folder, project: str, files: dict[str, str]) -> str:
@@ -171,3 +233,16 @@ def test_the_pack_and_the_node_hold_every_distribution_the_check_imports():
     # with them there, at the node's versions: only what else the check imports must be in the pack.
     missing = sorted(name for name in imported - node - packed if not required_by(name) & NODE_LIBRARIES)
     assert missing == [], f"the check imports what neither the node nor the pack holds: {missing}"
+
+
+def test_the_pack_takes_the_tested_sets_version_of_every_distribution_it_holds():
+    """PACKED pins what the suite runs on (tests/constraints.txt, the GPU user's resolution): a pack at
+    other versions would run the node's check on a set no test ran."""
+    with open(os.path.join(ROOT, "tests", "constraints.txt"), encoding="utf-8") as file:
+        tested = dict(
+            (gpu_pack.canonical(name), version)
+            for name, version in (line.strip().split("==") for line in file if "==" in line and line[0] != "#")
+        )
+    packed = dict((gpu_pack.canonical(name), version) for name, version in (pin.split("==") for pin in gpu_pack.PACKED))
+    differing = {name: (version, tested.get(name)) for name, version in packed.items() if tested.get(name) != version}
+    assert differing == {}, f"PACKED (first) and tests/constraints.txt (second) differ: {differing}"
