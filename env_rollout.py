@@ -296,7 +296,7 @@ def success_rate_per_number(env: GuessEnv, choose_guess, episodes: int) -> float
 # =====================================================================================================
 # 4. The GRPO update: advantages within each group, loss on the policy's own choices
 # =====================================================================================================
-# From PPO. PPO's loss is -min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A), with
+# From PPO. PPO's loss is -min(ratio * A, clip(ratio, 1 - clip_eps, 1 + clip_eps) * A), with
 # ratio = pi(guess) / pi_old(guess), A from a learned value network (the critic), and often a KL penalty
 # to a reference policy. The lesson keeps the policy gradient and changes four things:
 # - The baseline is the group, not a critic: a rollout's advantage is its reward against the other
@@ -307,8 +307,10 @@ def success_rate_per_number(env: GuessEnv, choose_guess, episodes: int) -> float
 # - No clipping: at ratio 1 the clip never acts, so the lesson leaves it out.
 # - No KL term and no reference model (TRL's default too: beta = 0).
 # What TRL's GRPOTrainer adds: the clipped ratio, for when a batch feeds several updates
-# (num_iterations > 1); a KL term to a reference model (beta > 0); the loss averaged per token
-# (loss_type); the sample std. docs/smoke.md, "Where the lesson and TRL differ", compares them.
+# (num_iterations > 1, or steps_per_generation > gradient_accumulation_steps); with vLLM generating,
+# a correction for vLLM's sampling probabilities differing from the trainer's (importance sampling);
+# a KL term to a reference model (beta > 0); the loss averaged per token (loss_type); the sample std;
+# gradient clipping (max_grad_norm). docs/smoke.md, "Where the lesson and TRL differ", compares them.
 
 
 def group_advantages(rewards: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
