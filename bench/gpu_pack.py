@@ -274,7 +274,11 @@ def standin(folder: str, python: str, cache: str, pack: str, node_list: str) -> 
         raise SystemExit(f"gpu pack: no {archive}: run `make gpu-pack` first")
     requirements = node_requirements(node_list)
     wanted, text = os.path.join(folder, "node-requirements.txt"), "\n".join(requirements) + "\n"
-    if not (os.path.exists(wanted) and open(wanted, encoding="utf-8").read() == text):
+    built_for = None
+    if os.path.exists(wanted):
+        with open(wanted, encoding="utf-8") as file:
+            built_for = file.read()
+    if built_for != text:
         shutil.rmtree(folder, ignore_errors=True)
         subprocess.run([standin_python(python), "-m", "venv", folder], check=True)
         with open(wanted + ".new", "w", encoding="utf-8") as file:

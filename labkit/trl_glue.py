@@ -38,15 +38,21 @@ def current_names(recipe: dict) -> dict:
     return {RENAMED_FIELDS[k] if RENAMED_FIELDS.get(k) in fields else k: v for k, v in recipe.items()}
 
 
+def tested_versions() -> dict[str, str]:
+    """{distribution: version} of the tested set (tests/constraints.txt), as the file spells the names;
+    empty where the file is not there (an installed copy of the lab)."""
+    if not os.path.exists(TESTED_VERSIONS):
+        return {}
+    with open(TESTED_VERSIONS, encoding="utf-8") as file:
+        return dict(line.strip().split("==", 1) for line in file if "==" in line and not line.startswith("#"))
+
+
 def library_versions() -> str:
     """The installed trl and transformers, and the ones the test suite last passed with."""
     import transformers
     import trl
 
-    tested = {}
-    if os.path.exists(TESTED_VERSIONS):
-        with open(TESTED_VERSIONS, encoding="utf-8") as file:
-            tested = dict(line.strip().split("==", 1) for line in file if "==" in line and not line.startswith("#"))
+    tested = tested_versions()
     return (
         f"installed: trl {trl.__version__}, transformers {transformers.__version__}; the suite last passed with "
         f"trl {tested.get('trl', '?')}, transformers {tested.get('transformers', '?')} (tests/constraints.txt)"

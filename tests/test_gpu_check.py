@@ -182,7 +182,6 @@ def test_installing_without_a_pack_says_how_to_make_one(tmp_path):
         gpu_pack.install(str(tmp_path))
 
 
-NODE_PACKAGES = os.path.join(os.path.dirname(ROOT), "shared", "gpu-node-packages.txt")
 NODE_LIBRARIES = {"torch", "transformers", "peft", "accelerate"}  # what the node is set up for (gpu_pack.py)
 # What the check imports, each in a fresh interpreter: the in-process game (all three parts play it),
 # TRL's trainers and the datasets they build.
@@ -210,8 +209,8 @@ def test_the_pack_and_the_node_hold_every_distribution_the_check_imports():
     """The offline node (its package list in ../shared) plus the pack must hold each distribution a part
     of the check imports: pydantic and its three companions were missing from both once, found by no test."""
     pytest.importorskip("textarena_env", reason="the real Wordle is not installed here; `make test` installs it")
-    if not os.path.exists(NODE_PACKAGES):
-        pytest.skip(f"the node's package list is not beside the checkout ({NODE_PACKAGES})")
+    if not os.path.exists(gpu_pack.NODE_PACKAGES):
+        pytest.skip(f"the node's package list is not beside the checkout ({gpu_pack.NODE_PACKAGES})")
     code = (
         f"{CHECK_IMPORTS}\n"
         "import sys, importlib.metadata as m\n"
@@ -224,8 +223,9 @@ def test_the_pack_and_the_node_hold_every_distribution_the_check_imports():
     )
     assert result.returncode == 0, result.stderr[-2000:]
     imported = {gpu_pack.canonical(name) for name in eval(result.stdout.strip().splitlines()[-1])}  # a list of str
-    with open(NODE_PACKAGES, encoding="utf-8") as file:
-        node = {gpu_pack.canonical(re.split(r"[=<>\s]", line)[0]) for line in file if line.strip() and line[0] != "#"}
+    node = {
+        gpu_pack.canonical(re.split(r"[=<>]", line)[0]) for line in gpu_pack.node_requirements(gpu_pack.NODE_PACKAGES)
+    }
     packed = {gpu_pack.canonical(re.split(r"[=<>]", requirement)[0]) for requirement in gpu_pack.PACKED}
     packed.add(gpu_pack.canonical("openenv-textarena"))  # the kit's wheel
     assert {"torch", "transformers", "pydantic", "trl"} <= imported, "the walk is broken"
@@ -238,11 +238,9 @@ def test_the_pack_and_the_node_hold_every_distribution_the_check_imports():
 def test_the_pack_takes_the_tested_sets_version_of_every_distribution_it_holds():
     """PACKED pins what the suite runs on (tests/constraints.txt, the GPU user's resolution): a pack at
     other versions would run the node's check on a set no test ran."""
-    with open(os.path.join(ROOT, "tests", "constraints.txt"), encoding="utf-8") as file:
-        tested = dict(
-            (gpu_pack.canonical(name), version)
-            for name, version in (line.strip().split("==") for line in file if "==" in line and line[0] != "#")
-        )
+    from labkit.trl_glue import tested_versions
+
+    tested = {gpu_pack.canonical(name): version for name, version in tested_versions().items()}
     packed = dict((gpu_pack.canonical(name), version) for name, version in (pin.split("==") for pin in gpu_pack.PACKED))
     differing = {name: (version, tested.get(name)) for name, version in packed.items() if tested.get(name) != version}
     assert differing == {}, f"PACKED (first) and tests/constraints.txt (second) differ: {differing}"
