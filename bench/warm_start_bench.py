@@ -1,10 +1,12 @@
-"""Benchmark of the warm start (stage 1 of --full) on a CPU: does GRPO after the warm start get groups
-that differ, where the cold model's groups all score alike (idea 2 of the lesson)?
+"""Benchmark of idea 2's two remedies on a CPU, the warm start (stage 1 of --full) and the shaped reward:
+does GRPO get groups that differ, where the cold model's, or the game's reward alone, score them alike?
 
-    python bench/warm_start_bench.py [--scale smollm2|tiny] [--seeds 0 1 2] [--flags ...]
+    python bench/warm_start_bench.py [--scale smollm2|tiny] [--seeds 0 1 2] [--runs warm cold]
+                                     [--rewards game shaped] [--flags ...]
 
-For each seed it runs `env_rollout.py --full --<scale> --seed S` twice, as a user would: with the
-scale's recipe (recipes/smollm2.yaml: SmolLM2-135M-Instruct, a real pre-trained model, the default; or
+For each seed and each reward (--reward game: the game's own; shaped: plus progress short of a win) it
+runs `env_rollout.py --full --<scale> --seed S --reward R` twice, as a user would: with the scale's
+recipe (recipes/smollm2.yaml: SmolLM2-135M-Instruct, a real pre-trained model, the default; or
 recipes/tiny.yaml) and with `--warm-start-games 0` (the pure-RL recipe, cold). From each run it reads
 TRL's own log (trainer_state.json of the last checkpoint) over the GRPO steps:
 - frac_reward_zero_std: the share of GRPO groups whose rollouts all scored the same (they teach nothing),
@@ -13,8 +15,8 @@ TRL's own log (trainer_state.json of the last checkpoint) over the GRPO steps:
   game, the invalid-move rate, the mean reward and the solve rate;
 - grad_norm per GRPO step (0: no group differed, nothing was learned);
 and the run's `held-out games:` line (before, after the warm start, after GRPO). It prints each run's
-figures and the medians over the seeds, warm against cold. Figures, not verdicts: it exits 0 whatever
-they are.
+figures and the medians over the seeds of each (start, reward). Figures, not verdicts: it exits 0
+whatever they are. The held-out figures are the game's own whatever the training reward.
 """
 
 import argparse
@@ -22,6 +24,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -67,10 +70,10 @@ def run_with_peak_memory(command: list[str], folder: str) -> tuple[subprocess.Co
     return result, usage.ru_maxrss / 2**20
 
 
-def one_run(scale: str, seed: int, cold: bool, flags: list[str]) -> dict:
+def one_run(scale: str, seed: int, cold: bool, reward: str, flags: list[str], figures: str | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="warm-start-bench-") as folder:
         output_dir = os.path.join(folder, scale)
-        command = [sys.executable, "env_rollout.py", "--full", f"--{scale}", "--seed", str(seed)]
+        command = [sys.executable, "env_rollout.py", "--full", f"--{scale}", "--seed", str(seed), "--reward", reward]
         command += ["--output_dir", output_dir] + (["--warm-start-games", "0"] if cold else []) + flags
         started = time.perf_counter()
         result, peak_gib = run_with_peak_memory(command, folder)
@@ -81,6 +84,10 @@ def one_run(scale: str, seed: int, cold: bool, flags: list[str]) -> dict:
         newest = max(states, key=lambda path: int(path.split("checkpoint-")[1].split(os.sep)[0]))
         with open(newest, encoding="utf-8") as file:
             state = json.load(file)
+        if figures:  # the run's own figure of its GRPO steps, kept (the run's folder is not)
+            os.makedirs(figures, exist_ok=True)
+            name = f"{scale}-{'cold' if cold else 'warm'}-{reward}-seed{seed}.png"
+            shutil.copy(os.path.join(output_dir, "run", "grpo_steps.png"), os.path.join(figures, name))
     steps = [entry for entry in state["log_history"] if "frac_reward_zero_std" in entry]  # GRPO's, not evaluate's
     run = {name: statistics.mean(entry[key] for entry in steps) for name, key in STEP_FIGURES.items()}
     warm = WARM_START.search(result.stdout)
@@ -113,45 +120,51 @@ def main() -> None:
     parser.add_argument("--scale", choices=["smollm2", "tiny"], default="smollm2")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--runs", nargs="+", choices=["warm", "cold"], default=["warm", "cold"])
+    parser.add_argument("--rewards", nargs="+", choices=["game", "shaped"], default=["game", "shaped"])
+    parser.add_argument("--figures", metavar="DIR", help="keep each run's figure of its GRPO steps in DIR")
     parser.add_argument("--flags", nargs=argparse.REMAINDER, default=[], help="more flags for every run")
     options = parser.parse_args()
     steps, groups = groups_per_step(options.scale, options.flags)
     print(
         f"--full --{options.scale}, warm start (recipes/{options.scale}.yaml) against --warm-start-games 0, "
-        f"seeds {options.seeds}; {steps} GRPO steps of {groups} groups: frac_reward_zero_std is a share of "
-        f"{steps * groups} groups"
+        f"--reward {' and '.join(options.rewards)}, seeds {options.seeds}; {steps} GRPO steps of {groups} groups: "
+        f"frac_reward_zero_std is a share of {steps * groups} groups"
     )
-    print("held-out figures: before / after warm start / after GRPO")
     print(
-        "seed  run   zero_std  called  valid/game  invalid  reward  solve  grad_norm per step        wall s  peak GiB"
+        "held-out figures (the game's own): before / after warm start / after GRPO; reward: the training reward's mean"
     )
-    figures = {"warm": [], "cold": []}
+    print(
+        "seed  run         zero_std  called  valid/game  invalid  reward  solve  grad_norm per step        wall s  peak GiB"
+    )
+    figures = {(name, reward): [] for reward in options.rewards for name in options.runs}
     for seed in options.seeds:
-        for name in options.runs:
-            run = one_run(options.scale, seed, name == "cold", options.flags)
+        for name, reward in figures:
+            run = one_run(options.scale, seed, name == "cold", reward, options.flags, options.figures)
+            label = f"{name} {reward:<6}"
             if "error" in run:
-                print(f"{seed:>4}  {name}  FAILED: {run['error']}")
+                print(f"{seed:>4}  {label}  FAILED: {run['error']}")
                 continue
-            figures[name].append(run)
+            figures[name, reward].append(run)
             norms = " ".join(f"{norm:.3g}" for norm in run["grad_norms"])
             print(
-                f"{seed:>4}  {name}  {run['zero_std']:>8.3f}  {run['called']:>6.3f}  {run['valid']:>10.3f}  "
+                f"{seed:>4}  {label}  {run['zero_std']:>8.3f}  {run['called']:>6.3f}  {run['valid']:>10.3f}  "
                 f"{run['invalid']:>7.3f}  {run['reward']:>6.3f}  {run['solve']:>5.3f}  {norms:<24}  {run['wall']:>6.0f}  "
                 f"{run['peak_gib']:>8.1f}"
             )
             print(f"      held-out valid_guess_made {held_out_text(run['held_out'], 'valid_guess_made')}")
             print(f"      held-out valid_guesses    {held_out_text(run['held_out'], 'valid_guesses')}")
             print(f"      held-out solve_rate       {held_out_text(run['held_out'], 'solve_rate')}")
+            print(f"      held-out invalid_move_rate {held_out_text(run['held_out'], 'invalid_move_rate')}")
             if name == "warm":
                 print(f"      {run['warm_start']}")
-    for name, runs in figures.items():
+    for (name, reward), runs in figures.items():
         if runs:
             print(
-                f"median over {len(runs)} seeds, {name}: frac_reward_zero_std "
+                f"median over {len(runs)} seeds, {name} {reward}: frac_reward_zero_std "
                 f"{statistics.median(r['zero_std'] for r in runs):.3f}, tool_call_made "
                 f"{statistics.median(r['called'] for r in runs):.3f}, invalid_move_rate "
-                f"{statistics.median(r['invalid'] for r in runs):.3f}; runs with a GRPO step of grad_norm > 0: "
-                f"{sum(max(r['grad_norms'], default=0) > 0 for r in runs)} of {len(runs)}"
+                f"{statistics.median(r['invalid'] for r in runs):.3f}; GRPO steps with grad_norm > 0, each run: "
+                + ", ".join(f"{sum(norm > 0 for norm in r['grad_norms'])} of {len(r['grad_norms'])}" for r in runs)
             )
 
 

@@ -12,6 +12,7 @@ env_check.py (the lesson and the modes import these, never the reverse):
 - `command_line`: the mode flag, and the flags of the modes argparse reads (--smoke, --show-mask,
   --check), one per field of their config dataclass.
 - `ranges`: which values every setting takes, checked in one place, for argparse's modes and TRL's.
+- `runs`: a run's folder as --resume reads it (its newest complete checkpoint), and Ctrl-C's stop of a run.
 - `offline_tokenizers`: Qwen3's own tokenizer built offline, and the small tokenizers of the CPU modes.
 - `wordle_solver`, `warm_start`: --full's stage 1, a fair solver's games learnt through TRL's SFTTrainer.
 - `plots`: the learning curves --plot draws.

@@ -5,14 +5,17 @@ A setting says what it accepts once, where it is declared:
   at_least= with at_most= and why=, positive=, non_negative=, fraction=);
 - the settings of the modes TRL's parser reads, in their class's RANGES, which may also name GRPOConfig
   fields (TRL's parser hands a field's metadata to argparse, which would refuse at_least=);
-- TRL's GRPOConfig fields that every run of the lab demands, in TRAINING below.
+- TRL's GRPOConfig and ModelConfig fields that every run of the lab demands, in TRAINING below.
 The small modes' flags (labkit/command_line.py, through argparse) and the TRL-parsed runs
-(labkit/recipes.py, after TRL's parser) are both checked here."""
+(labkit/recipes.py, before TRL builds its dataclasses and after) are both checked here: the dry run
+and the run read their settings through the same parse, so the one refuses exactly what the other would."""
 
 import dataclasses
 import math
 
-# GRPOConfig values TRL's parser takes but no run can use: refused before anything is loaded.
+# GRPOConfig and ModelConfig values TRL's parser takes but no run can use: refused before anything is
+# loaded. Without these, a batch of 0 or a rank of -1 passes the parser and crashes the run after the model
+# load, and 0 generations divides by zero inside GRPOConfig itself.
 TRAINING = {
     "seed": {"at_least": 0, "at_most": 2**32 - 1, "note": " (numpy's seeds)"},
     "learning_rate": {"positive": True},
@@ -20,6 +23,12 @@ TRAINING = {
     "temperature": {"positive": True},
     "max_grad_norm": {"non_negative": True, "note": " (0: no clipping)"},
     "min_p": {"from_to": (0, 1), "note": " (0: no token dropped)"},
+    "per_device_train_batch_size": {"at_least": 1},
+    "gradient_accumulation_steps": {"at_least": 1},
+    "num_generations": {"at_least": 2, "note": " (GRPO measures each rollout against its group)"},
+    "max_completion_length": {"at_least": 1},
+    "vllm_mode": {"choices": ("colocate", "server"), "note": " (--vllm-mode none: no vLLM)"},
+    "lora_r": {"at_least": 1, "note": " (--lora-rank 0: no LoRA, every weight trained)"},  # ModelConfig's
 }
 
 
@@ -36,12 +45,16 @@ def wanted(accepts: dict) -> str | None:
         words = "a fraction above 0 and below 1"
     elif "from_to" in accepts:
         words = "a number from {} to {}".format(*accepts["from_to"])
+    elif "choices" in accepts:
+        words = "one of " + ", ".join(accepts["choices"])
     else:
         return None
     return words + accepts.get("note", "")
 
 
 def accepted(value, accepts: dict) -> bool:
+    if "choices" in accepts:
+        return value in accepts["choices"]
     if "at_least" in accepts:
         high = accepts.get("at_most")
         return value >= accepts["at_least"] and (high is None or value <= high)
@@ -71,18 +84,47 @@ def refusal(flag: str, value, accepts: dict) -> str | None:
     return None if (words := must_be(value, accepts)) is None else f"{flag} {words}"
 
 
-def check_parsed(*parsed) -> None:
-    """ValueError for the first value out of range in what TRL's parser read: (settings, GRPOConfig[,
-    ModelConfig]). A setting of the lab's is named by its dashed flag, a GRPOConfig field by TRL's name
-    (and the lab's alias for it, if any)."""
-    settings, training = parsed[0], parsed[1]
-    own = {field.name for field in dataclasses.fields(settings)}
-    aliases = {new: old for old, new in getattr(settings, "RENAMED_FLAGS", {}).items()}
-    for name, accepts in {**TRAINING, **getattr(settings, "RANGES", {})}.items():
+def check_values(values: dict, settings_class, renamed_flags: dict | None = None) -> None:
+    """ValueError for the first value out of range among what TRL's parser read, `values` (field name:
+    value, of the lab's settings, GRPOConfig and ModelConfig alike). The ranges are TRAINING's and
+    `settings_class.RANGES`; a range with only_with= applies only while that setting is set (not 0).
+    A setting of the lab's is named by its dashed flag, a TRL field by TRL's name (and the lab's alias for
+    it in `renamed_flags`, if any)."""
+    own = {field.name for field in dataclasses.fields(settings_class)}
+    aliases = {new: old for old, new in (renamed_flags or {}).items()}
+    for name, accepts in {**TRAINING, **getattr(settings_class, "RANGES", {})}.items():
+        value = values.get(name)
+        if isinstance(value, str) and "choices" not in accepts:
+            continue  # a number not yet read from its text: TRL's parser says what is wrong with it
+        if "only_with" in accepts and not values.get(accepts["only_with"]):
+            continue
         if name in own:
-            line = refusal("--" + name.replace("_", "-"), getattr(settings, name), accepts)
+            flag = "--" + name.replace("_", "-")
         else:
             flag = f"--{name}" + (f" ({aliases[f'--{name}']})" if f"--{name}" in aliases else "")
-            line = refusal(flag, getattr(training, name, None), accepts)
-        if line:
+        if line := refusal(flag, value, accepts):
+            if other := accepts.get("only_with"):
+                line += f" (with --{other.replace('_', '-')} {values[other]})"
             raise ValueError(line)
+    if line := reporters_refusal(values.get("report_to")):
+        raise ValueError(line)
+
+
+def check_parsed(*parsed, renamed_flags: dict | None = None) -> None:
+    """check_values over the dataclasses TRL's parser built: (settings, GRPOConfig[, ModelConfig])."""
+    values = {name: value for config in parsed for name, value in vars(config).items()}
+    check_values(values, type(parsed[0]), renamed_flags)
+
+
+def reporters_refusal(report_to) -> str | None:
+    """transformers' own check of --report_to's names, which Trainer makes only when it is built (after the
+    model load): one line, or None where every name is one transformers knows."""
+    if report_to in (None, "none", "all", []):
+        return None
+    from transformers.integrations import get_reporting_integration_callbacks
+
+    try:
+        get_reporting_integration_callbacks(report_to)
+    except ValueError as error:
+        return f"--report_to: {str(error).rstrip('.')}, or none, or all"
+    return None

@@ -121,7 +121,12 @@ def parse_full(argv: list[str], settings_class):
     where = {"bf16": on_gpu, "use_cpu": not on_gpu}  # where it runs: the machine's
     scales = [scale for scale in CPU_SCALES if said_yes(getattr(chosen, scale))]
     layers = [where, SHARED_RECIPE, chosen.tier] + scales
-    return parse_with_recipes(argv, (settings_class, GRPOConfig, ModelConfig), layers, "env_rollout.py --full")
+    flags = {word.partition("=")[0] for word in argv}
+    if "--reward" in flags and flags & {"--reward_weights", "--reward-weights"}:
+        raise RecipeError("--reward and --reward_weights both choose the training reward: pass one of them")
+    return parse_with_recipes(
+        argv, (settings_class, GRPOConfig, ModelConfig), layers, "env_rollout.py --full", RENAMED_FLAGS
+    )
 
 
 def parse_cpu_mode(argv: list[str], settings_class, prog: str):
@@ -133,7 +138,7 @@ def parse_cpu_mode(argv: list[str], settings_class, prog: str):
 
     argv = [renamed(word, settings_class.RENAMED_FLAGS) for word in argv]
     layers = cpu_mode_layers(settings_class)
-    return parse_with_recipes(argv, (settings_class, GRPOConfig), layers, prog)
+    return parse_with_recipes(argv, (settings_class, GRPOConfig), layers, prog, settings_class.RENAMED_FLAGS)
 
 
 def cpu_mode_layers(settings_class) -> list:
@@ -144,11 +149,14 @@ def cpu_mode_layers(settings_class) -> list:
     return [{k: v for k, v in current_names(recipe_layer(name)).items() if k in training} for name in shared] + [own]
 
 
-def parse_with_recipes(argv, dataclass_types, layers, prog: str):
+def parse_with_recipes(argv, dataclass_types, layers, prog: str, renamed_flags: dict | None = None):
     """TRL's parser over `dataclass_types`, whose defaults are the recipe layers (names in recipes/, or
     mappings), each over the last; then --config FILE.yaml and the flags, as in TRL's example scripts:
-    one parse, then every value's range (labkit/ranges.py)."""
+    one parse, with every value's range (labkit/ranges.py) checked on what it read before TRL builds its
+    dataclasses (GRPOConfig's own checks divide by num_generations) and on the dataclasses it built.
+    `renamed_flags`: the lab's spellings of TRL's flags, named beside TRL's in a refusal."""
     parser = recipe_parser(dataclass_types, layers, prog)
+    recipe = {}
     if "--config" in argv:
         index = argv.index("--config")
         if index + 1 >= len(argv):
@@ -159,10 +167,11 @@ def parse_with_recipes(argv, dataclass_types, layers, prog: str):
     argv = [renamed(word, renamed_field_flags()) for word in argv]
     stderr, sys.stderr = sys.stderr, _FirstLine(sys.stderr, prog)  # argparse's usage block, cut to its error
     try:
+        ranges.check_values(values_read(parser, argv, recipe), dataclass_types[0], renamed_flags)
         *parsed, unknown = parser.parse_args_and_config(argv, return_remaining_strings=True)
         if unknown:
             raise UnknownFlags(unknown)
-        ranges.check_parsed(*parsed)
+        ranges.check_parsed(*parsed, renamed_flags=renamed_flags)
         return tuple(parsed)
     except UnknownFlags:
         raise
@@ -170,6 +179,16 @@ def parse_with_recipes(argv, dataclass_types, layers, prog: str):
         raise RecipeError(str(error).strip().splitlines()[0]) from None
     finally:
         sys.stderr = stderr
+
+
+def values_read(parser, argv: list[str], recipe: dict) -> dict:
+    """What TRL's parser builds its dataclasses from (the layers, --config's `recipe`, the flags), field
+    name: value, read without building them. TRL's parse_args_and_config sets the same defaults again."""
+    parser.set_defaults_with_config(**current_names(recipe))
+    if "--config" in argv:
+        index = argv.index("--config")
+        argv = argv[:index] + argv[index + 2 :]
+    return vars(parser.parse_known_args(argv)[0])
 
 
 def recipe_parser(dataclass_types, layers, prog: str):
@@ -224,11 +243,12 @@ ALWAYS_SHOWN = (
 )
 
 
-def print_dry_run(settings, args, model_args) -> int:
+def print_dry_run(settings, args, model_args, reward: tuple[str, list]) -> int:
+    """The dry run: the settings, and `reward`, the training reward (env_rollout.training_reward)."""
     from trl import get_peft_config
 
     refuse_unused_model_flags(args, model_args)
-    print("\n".join(dry_run_lines(settings, args, model_args, get_peft_config(model_args))))
+    print("\n".join(dry_run_lines(settings, args, model_args, get_peft_config(model_args), reward)))
     return 0
 
 
@@ -265,13 +285,21 @@ def model_init_kwargs(model_args, on_gpu: bool) -> dict:
     return kwargs
 
 
-def dry_run_lines(settings, args, model_args, peft_config) -> list[str]:
-    """`name = value` lines: the lab's settings, the model and its LoRA, and the GRPOConfig fields that
-    matter most or differ from TRL's defaults (the rest are TRL's defaults)."""
+def dry_run_lines(settings, args, model_args, peft_config, reward=None) -> list[str]:
+    """`name = value` lines: the lab's settings, the training reward (`reward`: where its weights come
+    from, and (function, weight) pairs), the model and its LoRA, and the GRPOConfig fields that matter
+    most or differ from TRL's defaults (the rest are TRL's defaults)."""
     from trl import GRPOConfig
 
     lines = ["# the lab's own settings (WordleSettings)"]
     lines += [f"{field.name} = {getattr(settings, field.name)}" for field in dataclasses.fields(settings)]
+    if reward:
+        source, weights = reward
+        lines.append(
+            f"# the training reward ({source}): each reward function times its weight (0: logged, not trained "
+            "on); get_reward is WordleEnv's, the game's own, which TRL adds with weight 1"
+        )
+        lines += [f"reward_weight_{name.rpartition('.')[2]} = {weight:g}" for name, weight in weights]
     lines.append("# the model (TRL's ModelConfig) and its LoRA adapter (peft's LoraConfig, from it)")
     lines += [f"model_name_or_path = {model_args.model_name_or_path}", f"dtype = {model_args.dtype}"]
     lines.append(f"# on a CUDA GPU the model is loaded with {model_init_kwargs(model_args, on_gpu=True)}")
@@ -422,15 +450,28 @@ def full_fine_tuning_refusal(tier: str, model_args, args) -> str | None:
     )
 
 
-def refuse_what_cannot_run(settings, args, model_args, trainer_class=None):
-    """Stop, in seconds and before TRL, the game or a model is loaded, a run that cannot go on here;
-    return the checkpoint a --resume continues from (None to start afresh)."""
-    import torch
-    from transformers.trainer_utils import get_last_checkpoint
-
+def refuse_what_no_run_takes(settings, args, model_args) -> None:
+    """Stop, in one line, settings that no machine could run: the dry run calls this as the run does (the
+    command line, before either), so that the one passes exactly what the other would."""
     unset = [field.name for field in dataclasses.fields(settings) if getattr(settings, field.name) is None]
     if unset:
         raise SystemExit(f"--full: {', '.join(unset)} unset: the recipes (recipes/wordle_grpo.yaml) set them")
+    if not model_args.use_peft and (refusal := full_fine_tuning_refusal(settings.tier, model_args, args)):
+        raise SystemExit(refusal)
+    refuse_unused_model_flags(args, model_args)
+    if settings.warm_start_games and not model_args.use_peft:
+        raise SystemExit("--warm-start-games: the warm start trains the LoRA adapter GRPO goes on with (--use_peft)")
+
+
+def refuse_what_cannot_run(settings, args, model_args, trainer_class=None):
+    """Stop, in seconds and before TRL, the game or a model is loaded, a run that cannot go on here (these
+    settings, this machine, this output folder); return the checkpoint a --resume continues from: the
+    newest complete one (labkit/runs.py), None to start afresh."""
+    import torch
+
+    from labkit import runs
+
+    refuse_what_no_run_takes(settings, args, model_args)
     on_cpu = not torch.cuda.is_available() and not getattr(trainer_class, "vllm_on_cpu", False)
     if args.use_vllm and args.vllm_mode == "colocate" and on_cpu:
         raise SystemExit(COLOCATE_NEEDS_CUDA)
@@ -440,24 +481,16 @@ def refuse_what_cannot_run(settings, args, model_args, trainer_class=None):
             "it needs an Ampere card or newer (A10, A100, L4, RTX 30xx/40xx, H100). Rehearse on a CPU meanwhile: "
             "make rehearse-full"
         )
-    if not model_args.use_peft and (refusal := full_fine_tuning_refusal(settings.tier, model_args, args)):
-        raise SystemExit(refusal)
-    refuse_unused_model_flags(args, model_args)
-    if settings.warm_start_games and not model_args.use_peft:
-        raise SystemExit("--warm-start-games: the warm start trains the LoRA adapter GRPO goes on with (--use_peft)")
-    checkpoint = get_last_checkpoint(args.output_dir) if os.path.isdir(args.output_dir) else None
-    from labkit.warm_start import finished_warm_start
-
-    warm_started = finished_warm_start(args.output_dir) is not None
-    if settings.resume and checkpoint is None and not warm_started:
+    held = runs.holds_run(args.output_dir)
+    if settings.resume and not held:
         raise SystemExit(
             f"--resume: no checkpoint (nor warm start) in {args.output_dir}; run without --resume to start"
         )
-    if (checkpoint or warm_started) and not settings.resume:
+    if held and not settings.resume:
         raise SystemExit(f"{args.output_dir} holds a run: pass --resume to continue it, or another --output_dir")
     if args.beta > 0 and model_args.use_peft and settings.warm_start_games:
         print(BETA_AFTER_A_LORA_WARM_START.format(beta=args.beta), file=sys.stderr)
-    return checkpoint
+    return runs.last_complete_checkpoint(args.output_dir)
 
 
 # TRL's reference model, with a LoRA adapter, is the base with the adapter switched off (peft's

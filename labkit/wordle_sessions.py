@@ -43,10 +43,17 @@ SERVER_REMEDIES = (
     "    in its settings;\n"
     "  - sessions of a run that crashed are held until its process is gone: stop it (or restart the server)."
 )
+# The word lists TextArena's Wordle reads, as NLTK finds them: the secret and dictionary words, and the
+# tagger it filters them with.
+NLTK_RESOURCES = {"words": "corpora/words", "averaged_perceptron_tagger_eng": "taggers/averaged_perceptron_tagger_eng"}
+# The course kit (its README says what it holds), where the Makefile looks for it: beside the checkout.
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_WORDLE_KIT = os.path.join(os.path.dirname(REPOSITORY), "shared", "wordle-kit")
 NLTK_REMEDY = (
-    "TextArena's Wordle needs the `textarena` package and NLTK's word lists. On a machine with internet: "
-    "python -m nltk.downloader words averaged_perceptron_tagger_eng; to use them offline, copy that "
-    "nltk_data folder over and set NLTK_DATA=<folder> (and TEXTARENA_DOWNLOAD_NLTK=0)"
+    "Fix: put the course kit beside the checkout (../shared/wordle-kit), or set WORDLE_KIT=<the kit's folder> "
+    "or NLTK_DATA=<a folder holding NLTK's words and averaged_perceptron_tagger_eng>; with internet: "
+    "python -m nltk.downloader words averaged_perceptron_tagger_eng (then, offline, copy that nltk_data folder "
+    "over and set NLTK_DATA to it)"
 )
 
 
@@ -158,9 +165,9 @@ class GameSession:
                 raise TypeError("this textarena_env client is async-only and has no .sync(): upgrade openenv-core")
             return result
         if self.env_url == LOCAL:
-            raise WordleServerError(
-                f"the in-process Wordle game failed ({type(error).__name__}: {error}).\n{NLTK_REMEDY}"
-            ) from error
+            if isinstance(error, WordleServerError):
+                raise error  # first_local_game said why, in one line
+            raise WordleServerError(local_game_failure(error)) from error
         raise WordleServerError(
             f"Wordle server {self.env_url}: reset failed {SERVER_ATTEMPTS} times ({type(error).__name__}: {error})\n"
             + SERVER_REMEDIES
@@ -194,18 +201,120 @@ LOCAL_GAME_LOCK = threading.Lock()
 
 
 def first_local_game():
-    """The in-process Wordle game built once per process (TextArena's class, or a test's double)."""
+    """The in-process Wordle game built once per process (TextArena's class, or a test's double).
+    Every mode that plays in-process comes through here: its word lists are found here, and a game
+    that cannot be built is one line (WordleServerError), never NLTK's page-long traceback."""
     from textarena_env.server.environment import TextArenaEnvironment
 
     with LOCAL_GAME_LOCK:
         if TextArenaEnvironment not in FIRST_LOCAL_GAME:
-            # Offline, NLTK's download attempt only prints an error; TEXTARENA_DOWNLOAD_NLTK=0 skips it.
-            # TextArena's EnglishDictionary calls nltk.download("words") whatever download_nltk says
-            # (textarena/envs/utils/word_lists.py), so with the data local that call is skipped too.
-            download = os.environ.get("TEXTARENA_DOWNLOAD_NLTK", "1").lower() in ("1", "true")
-            with contextlib.nullcontext() if download else unittest.mock.patch("nltk.download", return_value=True):
-                FIRST_LOCAL_GAME[TextArenaEnvironment] = TextArenaEnvironment("Wordle-v0", download_nltk=download)
+            FIRST_LOCAL_GAME[TextArenaEnvironment] = build_local_game(TextArenaEnvironment)
         return FIRST_LOCAL_GAME[TextArenaEnvironment]
+
+
+def build_local_game(game_class):
+    """The game, its word lists found first: in NLTK_DATA where the user set it, else in the course
+    kit (WORDLE_KIT, or beside the checkout), else in NLTK's own folders; downloaded only where none
+    holds them and TEXTARENA_DOWNLOAD_NLTK allows it (quietly: offline, NLTK's errors are kept for
+    the one line that says what failed)."""
+    look_in_the_kit()
+    download_error = None
+    if word_lists_missing() and downloads_allowed():
+        download_error = download_word_lists()
+    try:
+        # TextArena's EnglishDictionary calls nltk.download("words") whatever download_nltk says
+        # (textarena/envs/utils/word_lists.py); the lists are here or will not come, so no call is made.
+        with no_nltk_downloads():
+            return game_class("Wordle-v0", download_nltk=False)
+    except NOT_TRANSIENT:
+        raise
+    except Exception as error:
+        raise WordleServerError(local_game_failure(error, download_error)) from error
+
+
+def wordle_kit() -> str:
+    """The course kit's folder: WORDLE_KIT where set (as the Makefile reads it), else beside the checkout."""
+    return os.path.abspath(os.environ.get("WORDLE_KIT") or DEFAULT_WORDLE_KIT)
+
+
+def look_in_the_kit() -> str | None:
+    """Let NLTK find the kit's word lists, unless the user chose a folder (NLTK_DATA wins). Returns
+    the folder added to NLTK's search, or None. The Makefile exports the same; a direct run needs none."""
+    folder = os.path.join(wordle_kit(), "nltk_data")
+    if os.environ.get("NLTK_DATA") or not os.path.isdir(folder):
+        return None
+    try:
+        import nltk
+    except ImportError:
+        return None  # TextArena's own import says so
+    if folder not in nltk.data.path:
+        nltk.data.path.append(folder)  # after NLTK's own folders: a user's ~/nltk_data comes first
+    return folder
+
+
+def word_lists_missing() -> list[str]:
+    """The NLTK resources TextArena's Wordle reads that NLTK cannot find here."""
+    try:
+        import nltk
+    except ImportError:
+        return []  # no NLTK at all: TextArena's own import says so
+    missing = []
+    for name, path in NLTK_RESOURCES.items():
+        try:
+            nltk.data.find(path)
+        except LookupError:
+            missing.append(name)
+    return missing
+
+
+def downloads_allowed() -> bool:
+    """TEXTARENA_DOWNLOAD_NLTK=0 (the Makefile's, the tests') forbids fetching the word lists."""
+    return os.environ.get("TEXTARENA_DOWNLOAD_NLTK", "1").lower() in ("1", "true")
+
+
+def download_word_lists() -> str | None:
+    """Fetch the missing word lists into NLTK's default folder; None where that worked, else NLTK's
+    first error, on one line."""
+    import io
+
+    import nltk
+
+    errors = io.StringIO()
+    for name in word_lists_missing():
+        nltk.download(name, quiet=True, print_error_to=errors)
+    if not word_lists_missing():
+        return None
+    first = errors.getvalue().split("[nltk_data] Error", 2)[1:2] or ["the download failed"]
+    return " ".join(("Error" + first[0]).replace("[nltk_data]", " ").split())[:300]
+
+
+def no_nltk_downloads():
+    try:
+        import nltk  # noqa: F401
+    except ImportError:
+        return contextlib.nullcontext()  # a test's double needs no NLTK
+    return unittest.mock.patch("nltk.download", return_value=True)
+
+
+def local_game_failure(error: BaseException, download_error: str | None = None) -> str:
+    """Why the in-process game could not be built, on one line, with the fix."""
+    missing = word_lists_missing()
+    if not missing:  # NLTK's own errors open with a row of asterisks: the first line that says something
+        said = next((line.strip() for line in str(error).splitlines() if any(c.isalpha() for c in line)), "")
+        return f"the in-process Wordle game failed ({type(error).__name__}: {said}). {NLTK_REMEDY}"
+    kit = os.path.join(wordle_kit(), "nltk_data")
+    if os.environ.get("NLTK_DATA"):
+        looked = f"NLTK_DATA={os.environ['NLTK_DATA']}"
+    else:
+        looked = f"the course kit's {kit}" + ("" if os.path.isdir(kit) else " (no such folder)")
+    if download_error:
+        fetched = f"a download failed ({download_error})"
+    else:
+        fetched = "TEXTARENA_DOWNLOAD_NLTK=0 (no download)" if not downloads_allowed() else "no download was tried"
+    return (
+        f"the in-process Wordle game failed: NLTK's {' and '.join(missing)} not found in {looked} "
+        f"nor in NLTK's own folders, and {fetched}. {NLTK_REMEDY}"
+    )
 
 
 def new_local_game():

@@ -15,7 +15,8 @@ sys.path.insert(0, ROOT)
 WORDLE_KIT = os.path.join(os.path.dirname(ROOT), "shared", "wordle-kit")
 if os.path.isdir(os.path.join(WORDLE_KIT, "nltk_data")):
     os.environ.setdefault("NLTK_DATA", os.path.join(WORDLE_KIT, "nltk_data"))
-    os.environ.setdefault("TEXTARENA_DOWNLOAD_NLTK", "0")  # offline: do not try to download the word lists
+# Offline, kit or none: no test downloads the word lists (the in-process game would try where they are missing).
+os.environ.setdefault("TEXTARENA_DOWNLOAD_NLTK", "0")
 
 
 def pytest_configure(config):

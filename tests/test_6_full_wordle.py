@@ -300,7 +300,7 @@ def test_full_cli_fails_fast_on_a_dead_server_without_loading_a_model():
     "flags, complaint",
     [
         (["--tier", "t3"], "--tier must be one of t1, t2, got 't3'"),
-        (["--num-generations", "1"], "GRPO requires at least 2 generations per prompt"),
+        (["--num-generations", "1"], "--num_generations must be a whole number >= 2"),  # before GRPOConfig divides
         (["--num_generations", "3"], "generation_batch_size (32) must be divisible by num_generations (3)"),
         (["--tiny", "--num_generations", "3"], "generation_batch_size (4) must be divisible by num_generations (3)"),
         (["--beta", "abc"], "argument --beta: invalid float value: 'abc'"),
@@ -342,8 +342,10 @@ def test_resume_without_a_checkpoint_is_refused(tmp_path):
 
 
 def test_existing_checkpoint_needs_resume(tmp_path):
-    (tmp_path / "checkpoint-20").mkdir()
-    (tmp_path / "checkpoint-100").mkdir()
+    for step in (20, 100):  # complete checkpoints (a half-written one is no run: tests/test_nothing_lost.py)
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        (tmp_path / f"checkpoint-{step}" / "adapter_model.safetensors").write_bytes(b"weights")
+        (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
     result = run_cli("--full", "--vllm-mode", "none", "--output-dir", str(tmp_path), "--env-url", "http://127.0.0.1:9")
     assert result.returncode != 0 and "--resume" in result.stderr
 

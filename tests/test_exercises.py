@@ -288,6 +288,25 @@ def test_exercise_10_quotes_the_warm_start_bench_as_docs_full_md_measured():
         assert quoted in exercise, f"exercise 10 no longer says {quoted!r}"
 
 
+def test_exercise_10s_second_part_quotes_the_shaped_reward_as_docs_full_md_measured():
+    """The shaped reward's figures, seed 2: the exercise's answer and full.md's table say the same."""
+    assert_measured_page_says(
+        "full.md",
+        10,
+        (
+            "| 2 | warm, shaped | 0.000 | 1.000 | 0.625 | 0.849 | 0.142 | 0.000 | 0.207 0.178 0.212 0.132 | 0.000 / 0.500 / 0.625 | 0.000 / 1.250 / 0.625 |",
+        ),
+    )
+    with open(os.path.join(ROOT, "docs", "exercises.md"), encoding="utf-8") as file:
+        exercise = " ".join(file.read().split("## 10. ", 1)[1].split())
+    for quoted in (
+        "`frac_reward_zero_std` 0.000, and every GRPO step has a gradient (`grad_norm` 0.207, 0.178, 0.212, 0.132)",
+        "(invalid-move rate 0.849, 0.625 valid guesses a rollout)",
+        "(games with a valid guess 0.500 after the warm start, 0.625 after GRPO; valid guesses a game 1.250, then 0.625)",
+    ):
+        assert quoted in exercise, f"exercise 10 no longer says {quoted!r}"
+
+
 def test_exercise_6_the_untouched_starter_fails_at_its_todos(tmp_path):
     # As the page says: cp docs/starter_env.py my_env.py, then --check my_env.py:MyEnv.
     shutil.copy(os.path.join(ROOT, "docs", "starter_env.py"), tmp_path / "my_env.py")

@@ -52,7 +52,12 @@ def test_the_default_is_tier_t1_over_the_shared_recipe():
     assert (args.num_generations, args.per_device_train_batch_size, args.gradient_accumulation_steps) == (4, 1, 32)
     assert (args.max_completion_length, args.max_tool_calling_iterations, args.max_steps) == (1024, 8, -1)
     assert args.chat_template_kwargs == {"enable_thinking": False}
-    assert args.reward_weights == [0.0] * len(env_rollout.LOGGED_METRICS)  # logged, never trained on
+    # The tiers train on the game's own reward; every reward function is logged, weighed 0.
+    assert settings.reward == "game" and args.reward_weights is None  # set by env_rollout.training_reward
+    assert env_rollout.training_reward(settings, args)[1][1:] == [
+        (function.__name__, 0.0) for function in env_rollout.WORDLE_REWARD_FUNCTIONS
+    ]
+    assert args.reward_weights == [0.0] * len(env_rollout.WORDLE_REWARD_FUNCTIONS)
     assert (args.use_vllm, args.vllm_mode, args.vllm_gpu_memory_utilization) == (True, "colocate", 0.45)
     assert (args.save_steps, args.save_total_limit, args.num_generations_eval) == (10, 2, 1)
     assert checkpointing(args) is True
@@ -169,7 +174,7 @@ def test_the_old_spellings_still_work(old, field, value):
     [
         (["--tier", "t3"], "--tier must be one of t1, t2, got 't3'"),
         (["--num_generations", "3"], "generation_batch_size (32) must be divisible by num_generations (3)"),
-        (["--num-generations", "1"], "GRPO requires at least 2 generations per prompt"),
+        (["--num-generations", "1"], "--num_generations must be a whole number >= 2"),  # before GRPOConfig divides
         (["--episodes", "0"], "--episodes must be a whole number >= 1, got 0"),
         (["--eval-games", "-1"], "--eval-games must be a whole number >= 0, got -1"),
         (["--config"], "--config needs a YAML file"),

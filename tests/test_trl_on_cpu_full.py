@@ -82,6 +82,12 @@ def test_full_tiny_end_to_end(tmp_path):
     assert (tmp_path / "tiny" / "run" / "adapter_config.json").exists() and adapter.endswith("run")
     assert (tmp_path / "tiny" / "run" / "checkpoint-3").is_dir()
     assert (tmp_path / "tiny" / "run" / "warm-start" / "adapter_model.safetensors").exists()
+    # What it trained on (the tiny recipe: the game's reward), every reward function logged, and the figure.
+    assert re.search(r"^training reward: 1 x WordleEnv\.get_reward \(reward = game; 9 more reward", out, re.M)
+    assert len(grpo_logged(grpo_logs, "rewards/greens/mean")) == 3
+    figure = tmp_path / "tiny" / "run" / "grpo_steps.png"
+    assert re.search(rf"^figure of the 3 GRPO steps \(.*\): {re.escape(str(figure))}$", out, re.M)
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.slow

@@ -2,12 +2,14 @@
 (the model's tokens, trained) and 0 (what TRL inserted, masked), with the counts that sum up."""
 
 import importlib.util
+import os
 import re
 
 import pytest
-from conftest import run_cli, run_script
+from conftest import WORDLE_KIT, run_cli, run_script
 
-from trl_on_cpu import mask_runs, shown_run
+import trl_on_cpu
+from trl_on_cpu import SHOW_MASK_FIGURES, SHOW_MASK_SCALE, mask_runs, show_mask_model, shown_run
 
 
 def real_wordle_missing() -> str | None:
@@ -48,10 +50,23 @@ def runs_printed(out: str) -> list[tuple[str, int, str]]:
 
 
 @pytest.fixture(scope="module")
-def show_mask_run():
-    result = run_script("--show-mask", timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
+def show_mask_runs(tmp_path_factory):
+    """Two runs on the default seed as a student makes them, straight from the checkout (no NLTK_DATA
+    exported where the kit lies beside it), into a cache of their own: the first builds the tiny
+    model, the second reuses it."""
+    environment = {**os.environ, "XDG_CACHE_HOME": str(tmp_path_factory.mktemp("cache"))}
+    if os.path.isdir(os.path.join(WORDLE_KIT, "nltk_data")):
+        for exported in ("NLTK_DATA", "TEXTARENA_DOWNLOAD_NLTK"):
+            environment.pop(exported, None)
+    runs = [run_script("--show-mask", timeout=600, env=environment) for _ in range(2)]
+    for result in runs:
+        assert result.returncode == 0, result.stderr[-3000:]
+    return runs, environment["XDG_CACHE_HOME"]
+
+
+@pytest.fixture(scope="module")
+def show_mask_run(show_mask_runs):
+    return show_mask_runs[0][0]
 
 
 @pytest.mark.slow
@@ -118,6 +133,64 @@ def test_help_lists_the_mode_and_its_flags():
 @pytest.mark.slow
 @needs_the_game
 def test_the_local_game_tries_no_download_when_its_data_is_here(show_mask_run):
-    # TEXTARENA_DOWNLOAD_NLTK=0 (conftest, the Makefile): TextArena's dictionary would otherwise call
-    # nltk.download("words") anyway, which offline prints a four-line error a student would take for a fault.
+    # With the word lists found (the kit beside the checkout, nothing exported), no download is tried:
+    # TextArena's dictionary would otherwise call nltk.download("words"), which offline prints a
+    # four-line error a student would take for a fault.
     assert "[nltk_data]" not in show_mask_run.stderr, show_mask_run.stderr[-2000:]
+
+
+@pytest.mark.slow
+@needs_the_game
+def test_a_second_run_reuses_the_tiny_model_and_shows_the_same_episode(show_mask_runs):
+    (first, second), cache = show_mask_runs
+    built, reused = first.stdout.splitlines()[0], second.stdout.splitlines()[0]
+    assert "kept for the next run on this seed: " in built and "reused from an earlier run on this seed: " in reused
+    folder = built.split(": ")[-1]
+    assert reused.endswith(folder) and folder.startswith(os.path.join(cache, "env_rollout", "show-mask-tiny-seed0-"))
+    assert os.listdir(os.path.dirname(folder)) == [os.path.basename(folder)]  # no half-built folder left
+    # From the episode on, the same output: the reused model is the one the first run pre-trained.
+    episode = [line.startswith("episode:") for line in first.stdout.splitlines()].index(True)
+    assert first.stdout.splitlines()[episode:] == second.stdout.splitlines()[episode:]
+    assert "pre-training on the Wordle tool-call format" in first.stderr  # its progress, on stderr
+    assert "pre-training on the Wordle tool-call format" not in second.stderr
+
+
+def fake_pre_training(calls: list, fail: bool = False):
+    """build_tiny_wordle_model's stand-in: writes a weights file, or fails halfway, and counts its calls."""
+
+    def build(folder, seed, scale):
+        calls.append(seed)
+        with open(os.path.join(folder, "model.safetensors"), "w") as file:
+            file.write("weights")
+        if fail:
+            raise KeyboardInterrupt  # a student's Ctrl-C during the pre-training
+        return 0.25
+
+    return build
+
+
+def test_the_tiny_model_is_built_once_per_seed_then_reused(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    calls = []
+    monkeypatch.setattr(trl_on_cpu, "build_tiny_wordle_model", fake_pre_training(calls))
+    words = ["crane", "spade"]
+    folder, loss, reused = show_mask_model(0, SHOW_MASK_SCALE, words)
+    assert (loss, reused, calls) == (0.25, False, [0])
+    assert os.path.exists(os.path.join(folder, "model.safetensors"))
+    assert show_mask_model(0, SHOW_MASK_SCALE, words) == (folder, 0.25, True) and calls == [0]
+    other_seed, _, _ = show_mask_model(1, SHOW_MASK_SCALE, words)
+    longer, _, _ = show_mask_model(0, trl_on_cpu.TinyFullScale(warm_start_steps=81, warm_start_batch=1), words)
+    other_words, _, _ = show_mask_model(0, SHOW_MASK_SCALE, ["crane"])
+    assert len({folder, other_seed, longer, other_words}) == 4 and calls == [0, 1, 0, 0]
+
+
+def test_a_pre_training_stopped_halfway_leaves_nothing_to_reuse(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    calls = []
+    monkeypatch.setattr(trl_on_cpu, "build_tiny_wordle_model", fake_pre_training(calls, fail=True))
+    with pytest.raises(KeyboardInterrupt):
+        show_mask_model(0, SHOW_MASK_SCALE, ["crane"])
+    assert os.listdir(tmp_path / "env_rollout") == []  # the half-built folder is gone
+    monkeypatch.setattr(trl_on_cpu, "build_tiny_wordle_model", fake_pre_training(calls))
+    folder, _, reused = show_mask_model(0, SHOW_MASK_SCALE, ["crane"])
+    assert not reused and calls == [0, 0] and os.path.exists(os.path.join(folder, SHOW_MASK_FIGURES))

