@@ -19,6 +19,19 @@ if os.path.isdir(os.path.join(WORDLE_KIT, "nltk_data")):
 os.environ.setdefault("TEXTARENA_DOWNLOAD_NLTK", "0")
 
 
+def real_game_missing() -> str | None:
+    """Why the real Wordle cannot be played here (the TextArena package or NLTK's word lists missing), or
+    None: the reason the real-game tests skip with."""
+    try:
+        import nltk
+        import textarena_env.server.environment  # noqa: F401
+
+        nltk.data.find("corpora/words")
+    except (ImportError, LookupError) as error:
+        return f"the real Wordle is not installed here ({type(error).__name__}); `make test` installs it from ../shared/wordle-kit"
+    return None
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "slow: an end-to-end run (a whole mode, a bench, a sweep): make test-all runs it, make test does not"

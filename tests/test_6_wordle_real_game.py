@@ -19,21 +19,14 @@ import urllib.request
 
 import pytest
 import textarena_double
-from conftest import run_main_traced, run_script
+from conftest import real_game_missing, run_main_traced, run_script
 
 import env_rollout
 from env_rollout import WordleEnv, invalid_move_rate, solve_rate
 from labkit import wordle_sessions
 from labkit.wordle_sessions import WordleServerError, preflight
 
-try:
-    import nltk
-    import textarena_env.server.environment  # noqa: F401
-
-    nltk.data.find("corpora/words")
-    REAL_GAME = None
-except (ImportError, LookupError) as error:
-    REAL_GAME = f"the real Wordle is not installed here ({type(error).__name__}); `make test` installs it from ../shared/wordle-kit"
+REAL_GAME = real_game_missing()
 pytestmark = pytest.mark.skipif(REAL_GAME is not None, reason=REAL_GAME or "")
 
 VALID_WORDS = ["crane", "slate", "audio", "pious", "brick", "stone", "light", "mound"]

@@ -277,15 +277,23 @@ def test_exercise_10_quotes_the_warm_start_bench_as_docs_full_md_measured():
             "2.4 to 3.8 tool calls a rollout",
         ),
     )
+    assert_exercise_says(
+        10,
+        (
+            "`tool_call_made` 0.000, every reward 0, `frac_reward_zero_std` 1.000",
+            "(`tool_call_made` 1.000, about 3 calls a rollout) and half the held-out games have a valid guess",
+            "the median was 0.333 warm and 0.000 cold (5.8 to 7.3 tool calls a rollout)",
+            "2.4 to 3.8 tool calls a rollout",
+        ),
+    )
+
+
+def assert_exercise_says(number: int, quotes: tuple[str, ...]) -> None:
+    """Exercise `number` of docs/exercises.md quotes each of `quotes` (whitespace as on one line)."""
     with open(os.path.join(ROOT, "docs", "exercises.md"), encoding="utf-8") as file:
-        exercise = " ".join(file.read().split("## 10. ", 1)[1].split())
-    for quoted in (
-        "`tool_call_made` 0.000, every reward 0, `frac_reward_zero_std` 1.000",
-        "(`tool_call_made` 1.000, about 3 calls a rollout) and half the held-out games have a valid guess",
-        "the median was 0.333 warm and 0.000 cold (5.8 to 7.3 tool calls a rollout)",
-        "2.4 to 3.8 tool calls a rollout",
-    ):
-        assert quoted in exercise, f"exercise 10 no longer says {quoted!r}"
+        exercise = " ".join(file.read().split(f"## {number}. ", 1)[1].split(f"\n## {number + 1}. ", 1)[0].split())
+    for quoted in quotes:
+        assert quoted in exercise, f"exercise {number} no longer says {quoted!r}"
 
 
 def test_exercise_10s_second_part_quotes_the_shaped_reward_as_docs_full_md_measured():
@@ -297,14 +305,14 @@ def test_exercise_10s_second_part_quotes_the_shaped_reward_as_docs_full_md_measu
             "| 2 | warm, shaped | 0.000 | 1.000 | 0.625 | 0.849 | 0.142 | 0.000 | 0.207 0.178 0.212 0.132 | 0.000 / 0.500 / 0.625 | 0.000 / 1.250 / 0.625 |",
         ),
     )
-    with open(os.path.join(ROOT, "docs", "exercises.md"), encoding="utf-8") as file:
-        exercise = " ".join(file.read().split("## 10. ", 1)[1].split())
-    for quoted in (
-        "`frac_reward_zero_std` 0.000, and every GRPO step has a gradient (`grad_norm` 0.207, 0.178, 0.212, 0.132)",
-        "(invalid-move rate 0.849, 0.625 valid guesses a rollout)",
-        "(games with a valid guess 0.500 after the warm start, 0.625 after GRPO; valid guesses a game 1.250, then 0.625)",
-    ):
-        assert quoted in exercise, f"exercise 10 no longer says {quoted!r}"
+    assert_exercise_says(
+        10,
+        (
+            "`frac_reward_zero_std` 0.000, and every GRPO step has a gradient (`grad_norm` 0.207, 0.178, 0.212, 0.132)",
+            "(invalid-move rate 0.849, 0.625 valid guesses a rollout)",
+            "(games with a valid guess 0.500 after the warm start, 0.625 after GRPO; valid guesses a game 1.250, then 0.625)",
+        ),
+    )
 
 
 def test_exercise_6_the_untouched_starter_fails_at_its_todos(tmp_path):

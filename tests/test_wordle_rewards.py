@@ -5,21 +5,14 @@ dry run prints of it at every scale, and the figure of a run's GRPO steps."""
 import re
 
 import pytest
-from conftest import run_cli
+from conftest import real_game_missing, run_cli
 
 import env_rollout
 from env_rollout import WordleEnv, fresh_guesses, greens, valid_guesses, yellows
 from labkit import plots, recipes
 from labkit.wordle_sessions import secret_word, wordle_guess_words, wordle_words
 
-try:
-    import nltk
-    import textarena_env.server.environment  # noqa: F401
-
-    nltk.data.find("corpora/words")
-    REAL_GAME = None
-except (ImportError, LookupError) as error:
-    REAL_GAME = f"the real Wordle is not installed here ({type(error).__name__}); `make test` installs it"
+REAL_GAME = real_game_missing()
 needs_the_game = pytest.mark.skipif(REAL_GAME is not None, reason=REAL_GAME or "")
 
 SEED = 5  # any seed: the tests read its secret word and pick guesses against it
@@ -42,6 +35,16 @@ def terms(env) -> dict:
     return {f.__name__: f([env])[0] for f in (greens, yellows, fresh_guesses, valid_guesses)}
 
 
+def paid_for(marks: str, fresh: float, valid: float) -> dict:
+    """What the progress terms should read for a game whose latest valid guess got `marks`."""
+    return {
+        "greens": marks.count("G") / 5,
+        "yellows": marks.count("Y") / 5,
+        "fresh_guesses": fresh,
+        "valid_guesses": valid,
+    }
+
+
 @pytest.fixture(scope="module")
 def game():
     env = WordleEnv("local")
@@ -59,7 +62,7 @@ def test_a_win_pays_every_green_and_the_game_reward(game):
     env.guess(f"[{misses[0]}]")
     env.guess(f"[{secret}]")
     assert env.solved and env.get_reward() == 1.0
-    assert terms(env) == {"greens": 1.0, "yellows": 0.0, "fresh_guesses": 1.0, "valid_guesses": 2.0}
+    assert terms(env) == paid_for("GGGGG", fresh=1.0, valid=2.0)
 
 
 @needs_the_game
@@ -71,12 +74,7 @@ def test_a_loss_at_the_limit_pays_the_marks_of_the_last_guess(game):
     last = marks(misses[5], secret)
     assert 0 < env.get_reward() < 1.0 and not env.solved  # TextArena's partial credit
     assert env.latest_marks == last
-    assert terms(env) == {
-        "greens": last.count("G") / 5,
-        "yellows": last.count("Y") / 5,
-        "fresh_guesses": 1.0,
-        "valid_guesses": 6.0,
-    }
+    assert terms(env) == paid_for(last, fresh=1.0, valid=6.0)
 
 
 @needs_the_game
@@ -89,12 +87,7 @@ def test_a_loss_on_invalid_moves_keeps_the_marks_of_the_last_valid_guess(game):
     first = marks(misses[0], secret)
     assert env.get_reward() == 0.0 and env.invalid_moves == 2
     assert first.count("G") + first.count("Y") > 0  # the test's guess has marks to keep
-    assert terms(env) == {
-        "greens": first.count("G") / 5,
-        "yellows": first.count("Y") / 5,
-        "fresh_guesses": 1.0,
-        "valid_guesses": 1.0,
-    }
+    assert terms(env) == paid_for(first, fresh=1.0, valid=1.0)
 
 
 @needs_the_game
@@ -116,7 +109,7 @@ def test_no_guess_pays_nothing_and_reset_forgets_the_last_game(game):
     env.guess(f"[{misses[0]}]")
     env.reset(seed=SEED)
     assert env.latest_marks == "" and env.repeated_guesses == 0
-    assert terms(env) == {"greens": 0.0, "yellows": 0.0, "fresh_guesses": 0.0, "valid_guesses": 0.0}
+    assert terms(env) == paid_for("", fresh=0.0, valid=0.0)
 
 
 def test_the_switch_weighs_the_progress_terms_by_name():
