@@ -314,7 +314,9 @@ def test_learn_stops_naming_the_versions_when_trl_cannot_read_a_call(monkeypatch
     monkeypatch.setattr(trl_on_cpu, "learn_tokenizer", lambda seed=0: unreadable_calls(made(seed)))
     assert modes.main([*LEARN_IN_SECONDS, "--learn-eval-episodes", "100"]) == 1
     output = capsys.readouterr()
-    assert output.err.startswith("learn FAILED: TRL cannot read the model's tool calls: from '<tool_call>\\n")
+    failure = output.err[output.err.index("learn FAILED") :]  # after the warm start's progress bar
+    assert "Traceback" not in output.err
+    assert failure.startswith("learn FAILED: TRL cannot read the model's tool calls: from '<tool_call>\\n")
     assert "Every episode would end unread and train on nothing." in output.err
     assert (
         f"installed: trl {trl.__version__}, transformers {transformers.__version__}; the suite last passed"
@@ -335,7 +337,9 @@ def test_learn_stops_when_the_evaluation_parses_no_call(monkeypatch, capsys):
     monkeypatch.setattr(trl_on_cpu, "check_trl_reads_tool_calls", lambda *args: None)  # the first guard, passed
     assert modes.main([*LEARN_IN_SECONDS, "--learn-eval-episodes", "100"]) == 1
     output = capsys.readouterr()
-    assert output.err.startswith("learn FAILED: TRL parsed no tool call in 100 episodes of the warm-started model")
+    failure = output.err[output.err.index("learn FAILED") :]  # after the warm start's progress bar
+    assert "Traceback" not in output.err
+    assert failure.startswith("learn FAILED: TRL parsed no tool call in 100 episodes of the warm-started model")
     assert f"transformers {transformers.__version__}" in output.err and "before GRPO" not in output.out
 
 
