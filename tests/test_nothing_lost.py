@@ -437,7 +437,14 @@ def test_a_tiny_run_stopped_by_ctrl_c_resumes_to_its_end_without_pre_training_ag
             process.kill()
         err = (tmp_path / "err.txt").read_text()
     assert process.returncode == 130 and TRACEBACK not in err, err[-3000:]
-    line = err.strip().splitlines()[-1]
+    # The line, once; TRL's progress bar may redraw after it as the trainer is torn down (stderr's bar, not a line).
+    said = [
+        line[line.index("interrupted; last checkpoint:") :]  # after the bar's last draw, on its terminal line
+        for line in err.replace("\r", "\n").splitlines()
+        if "interrupted; last checkpoint:" in line
+    ]
+    assert len(said) == 1, err[-3000:]
+    line = said[0]
     assert line.startswith(f"interrupted; last checkpoint: {folder / 'run'}/checkpoint-") and line.endswith(
         "Continue with --resume."
     ), err[-3000:]
