@@ -32,6 +32,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from labkit.plots import grpo_steps  # noqa: E402  (the same reading of TRL's log the run's figure makes)
+
 HELD_OUT = re.compile(r"^held-out games: (?P<stages>.*)$", re.M)
 STAGE = re.compile(r"(?P<stage>before|after warm start|after GRPO) (?P<figures>(?:\w+=[\d.]+ ?)+|skipped)")
 WARM_START = re.compile(r"^warm start: .*$", re.M)
@@ -88,7 +91,7 @@ def one_run(scale: str, seed: int, cold: bool, reward: str, flags: list[str], fi
             os.makedirs(figures, exist_ok=True)
             name = f"{scale}-{'cold' if cold else 'warm'}-{reward}-seed{seed}.png"
             shutil.copy(os.path.join(output_dir, "run", "grpo_steps.png"), os.path.join(figures, name))
-    steps = [entry for entry in state["log_history"] if "frac_reward_zero_std" in entry]  # GRPO's, not evaluate's
+    steps = grpo_steps(state["log_history"])  # GRPO's, not evaluate's
     run = {name: statistics.mean(entry[key] for entry in steps) for name, key in STEP_FIGURES.items()}
     warm = WARM_START.search(result.stdout)
     return {

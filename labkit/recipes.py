@@ -244,10 +244,10 @@ ALWAYS_SHOWN = (
 
 
 def print_dry_run(settings, args, model_args, reward: tuple[str, list]) -> int:
-    """The dry run: the settings, and `reward`, the training reward (env_rollout.training_reward)."""
+    """The dry run: the settings, and `reward`, the training reward (env_rollout.training_reward). What no
+    run could take is refused before it, by refuse_what_no_run_takes (modes.py), as before a run."""
     from trl import get_peft_config
 
-    refuse_unused_model_flags(args, model_args)
     print("\n".join(dry_run_lines(settings, args, model_args, get_peft_config(model_args), reward)))
     return 0
 
