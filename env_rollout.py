@@ -307,15 +307,28 @@ def success_rate_per_number(env: GuessEnv, choose_guess, episodes: int) -> float
 # 4. The GRPO update: advantages within each group, loss on the policy's own choices
 # =====================================================================================================
 # From PPO. PPO's loss is -min(ratio * A, clip(ratio, 1 - clip_eps, 1 + clip_eps) * A), with
-# ratio = pi(guess) / pi_old(guess), A from a learned value network (the critic), and often a KL penalty
-# to a reference policy. The lesson keeps the policy gradient and changes four things:
+# ratio = pi(guess) / pi_old(guess), A from a learned value network (the critic), and often a KL
+# penalty to a reference policy and an entropy bonus. The lesson keeps the policy gradient and changes
+# four things:
 # - The baseline is the group, not a critic: a rollout's advantage is its reward against the other
 #   rollouts of the same prompt, (r - group mean) / group std. One advantage per episode, shared by
 #   every choice in it: the reward comes only at the end.
 # - The ratio is 1: each batch of rollouts feeds exactly one update, so pi_old is pi when the loss is
 #   taken. The gradient of ratio * A is then A * grad log pi: the loss below, -A * log pi, has it.
 # - No clipping: at ratio 1 the clip never acts, so the lesson leaves it out.
-# - No KL term and no reference model (TRL's default too: beta = 0).
+# - No KL term, no reference model, no entropy bonus (TRL's defaults too: beta = 0, entropy_coef = 0):
+#   exploration is the sampling alone.
+# Three more things a PPO reader will look for:
+# - One advantage per episode is the Monte-Carlo case of PPO's GAE (gamma = lambda = 1): the episode's
+#   return minus a baseline, here one per prompt (the group mean), where a critic gives one per state.
+# - The group mean includes the rollout itself; RLOO leaves it out. Alone that only scales every
+#   advantage by (G - 1) / G. Dividing by the group's std is the bias Dr. GRPO names: it weighs each
+#   group by 1 / std, so groups that nearly all solve or nearly all fail count more (TRL's
+#   scale_rewards="none" drops the division).
+# - The lesson is exactly on-policy: it samples from the same masked softmax the loss scores. The CPU
+#   Wordle scales are not quite: with min_p 0.1 (recipes/tiny.yaml, smollm2.yaml) their rollouts drop
+#   tokens under a tenth of the likeliest one's probability, the loss scores the full distribution,
+#   and at ratio 1 nothing corrects for the difference.
 # What TRL's GRPOTrainer adds: the clipped ratio, for when a batch feeds several updates
 # (num_iterations > 1, or steps_per_generation > gradient_accumulation_steps); with vLLM generating,
 # a correction for vLLM's sampling probabilities differing from the trainer's (importance sampling);
@@ -349,8 +362,10 @@ def episode_log_probs(logits: torch.Tensor, states: dict, episodes: list[Episode
     return torch.zeros(len(episodes)).index_add(0, torch.tensor(owners), torch.tensor(weights) * log_probs)
 
 
-# Learning-rate warm-up. With its bias correction, Adam's first step moves every logit by the full
-# learning rate, in the direction of one batch's gradient, and momentum carries that direction on.
+# Learning-rate warm-up. With its bias correction, Adam's first step moves every logit that has a
+# gradient by the full learning rate, however small that gradient, in the direction of one batch's
+# gradient, and momentum carries that direction on. A logit with no gradient stays put: a masked guess,
+# or any logit of a belief state that no rollout with a nonzero advantage passed through.
 # The opening guess is where this hurts. While the later guesses are still random, opening 3 wins only
 # 0.03 less often than opening 4 (0.700 against 0.729), so the noise of the first batches decides
 # between them; once the later guesses have learned, 3 is worth 0.75 and 4 the optimum, 0.875. Without
@@ -437,6 +452,35 @@ def check_masking(traces: list[list[TraceEntry]]) -> int:
         turns = sum(entry.role == "assistant" for entry in trace)
         check(sum(entry.weight for entry in trace) == turns, f"trace weights do not sum to its {turns} turns")
     return len(traces)
+
+
+def opening_guess(logits: torch.Tensor, states: dict[tuple[int, int], int], legal: bool = True) -> tuple[int, float]:
+    """The policy's likeliest first guess (before any feedback: the whole interval 1..n) and its probability."""
+    n = logits.shape[1]
+    row = states[(1, n)]
+    mask = legal_guess_mask(states, n)[row] if legal else 0.0
+    probs = torch.softmax(logits[row] + mask, dim=-1)
+    return int(probs.argmax()) + 1, float(probs.max())
+
+
+BLOCKS, ASCII_LEVELS = "▁▂▃▄▅▆▇█", "_.-~=+*#"  # 8 levels, low to high; the second where the terminal lacks the first
+
+
+def curve_levels() -> str:
+    """The block characters where stdout can print them (a Windows console piped to a file may not)."""
+    try:
+        BLOCKS.encode(sys.stdout.encoding or "ascii")
+    except (UnicodeEncodeError, LookupError):
+        return ASCII_LEVELS
+    return BLOCKS
+
+
+def text_curve(values: list[float], levels: str = BLOCKS, width: int = 60) -> str:
+    """The curve in one line of text, a character per point from 0 (levels[0]) to 1 (levels[-1]);
+    longer curves are averaged down to `width` characters."""
+    size = max(1, math.ceil(len(values) / width))
+    means = [sum(values[i : i + size]) / len(values[i : i + size]) for i in range(0, len(values), size)]
+    return "".join(levels[min(len(levels) - 1, max(0, int(mean * len(levels))))] for mean in means)
 
 
 def print_lesson(rewards: list[float], advantages: list[float], trace: list[TraceEntry]) -> None:
@@ -526,6 +570,16 @@ def run_smoke(args) -> None:
         print("  (before = the untrained policy: uniform over the numbers still possible, so better than blind random)")
     else:
         print("  (before = the untrained policy, --no-legal-mask: uniform over 1..n, repeats allowed: blind random)")
+    guess, probability = opening_guess(result["logits"], result["states"], args.legal_mask)
+    start = 1 / args.n  # the untrained policy: uniform over 1..n
+    print(
+        f"opening guess: the trained policy opens with {guess} (probability {probability:.3f}; untrained: each of 1..{args.n} {start:.3f})"
+    )
+    curve, levels = result["curve"], curve_levels()
+    print(
+        f"learning curve: batch success, updates 1 to {len(curve)}, one character from 0 ({levels[0]}) to 1 "
+        f"({levels[-1]}): {text_curve(curve, levels)}"
+    )
     # A group whose rollouts all solved (or all failed) has advantage 0 everywhere: it adds no gradient.
     zero, k = result["zero_advantage"], min(10, args.iterations)
     print(
@@ -987,6 +1041,7 @@ def run_full(settings: WordleSettings, args, model_args, trainer_class=None) -> 
             print("held-out games: " + "; ".join(held_out_figures(stage, evaluations) for stage in stages))
         title = f"GRPO on Wordle: {os.path.basename(model_args.model_name_or_path.rstrip('/'))}, seed {args.seed}"
         print(grpo_steps_figure(trainer.state.log_history, args.output_dir, title))
+        print("\n".join(grpo_step_lines(trainer.state.log_history, args.output_dir)))
     resumed_from = os.path.basename(checkpoint) if settings.resume and checkpoint else None
     return {**evaluations, "resumed_from": resumed_from, "warm_start": figures, "trainer": trainer}
 
@@ -1009,6 +1064,13 @@ def grpo_steps_figure(log_history: list[dict], folder: str, title: str) -> str:
     except ImportError:
         return "no figure of the GRPO steps: matplotlib is not installed (pip install matplotlib)"
     return f"figure of the {steps} GRPO steps (reward, frac_reward_zero_std, invalid moves, valid guesses): {path}"
+
+
+def grpo_step_lines(log_history: list[dict], folder: str) -> list[str]:
+    """The GRPO steps as text, a line each: the figure's numbers, and where they can be read again."""
+    from labkit import plots
+
+    return [f"GRPO steps (python -m labkit.plots {folder} reads them again):", *plots.grpo_step_table(log_history)]
 
 
 def held_out_figures(stage: str, evaluations: dict) -> str:

@@ -423,7 +423,7 @@ def run_rehearse(settings: RehearseConfig, trl_config) -> None:
 # - Numbers that know their order: the embeddings of 1..n start as a thermometer code, so 4 and 5
 #   look alike from the first step, and 1 and 8 do not.
 # - A format that holds. Every token of a call is trained, not only the number, and Adam's first
-#   steps move every weight by about the full learning rate however small its gradient: at 3e-3
+#   steps move every weight with a gradient by about the full learning rate, however small: at 3e-3
 #   without a warm-up one step can knock the tool-call format over. So: a firm warm start, a
 #   learning-rate warm-up, and after the last tool response the model just ends its turn (a closing
 #   word is one more thing to unlearn; trained to say "Done." there, the model rambled instead).

@@ -1,5 +1,11 @@
 """The learning curves the CPU modes draw with --plot, and the per-step figure of every --full run
-(matplotlib, imported only here)."""
+(matplotlib, imported only here), and its steps as text.
+
+    python -m labkit.plots FOLDER    # a --full run's GRPO steps, a line each, from its newest checkpoint
+"""
+
+import os
+import sys
 
 # The figure of a --full run: what TRL logged at each GRPO step (trainer.state.log_history), a panel each.
 GRPO_STEP_PANELS = (
@@ -9,6 +15,17 @@ GRPO_STEP_PANELS = (
     ("rewards/valid_guesses/mean", "valid guesses a game"),
 )
 GRPO_STEPS_FIGURE = "grpo_steps.png"  # in the run's output folder
+# The same steps as text, a line each: a --full run prints them at its end, and
+# `python -m labkit.plots FOLDER` reads them back from a run's saved trainer state.
+GRPO_STEP_COLUMNS = (
+    ("reward", "reward"),
+    ("frac_reward_zero_std", "zero_std"),
+    ("grad_norm", "grad_norm"),
+    ("rewards/invalid_move_rate/mean", "invalid"),
+    ("rewards/valid_guesses/mean", "valid"),
+    ("rewards/solve_rate/mean", "solved"),
+    ("tools/call_frequency", "calls"),
+)
 
 
 def plot_curve(
@@ -40,6 +57,30 @@ def grpo_steps(log_history: list[dict]) -> list[dict]:
     return [entry for entry in log_history if "frac_reward_zero_std" in entry and "step" in entry]
 
 
+def grpo_step_table(log_history: list[dict]) -> list[str]:
+    """GRPO_STEP_COLUMNS for each GRPO step, under a header line ('-' where a step did not log one)."""
+    lines = ["step " + " ".join(f"{label:>9}" for _, label in GRPO_STEP_COLUMNS)]
+    for entry in grpo_steps(log_history):
+        cells = (f"{entry[key]:>9.3f}" if key in entry else f"{'-':>9}" for key, _ in GRPO_STEP_COLUMNS)
+        lines.append(f"{entry['step']:>4} " + " ".join(cells))
+    return lines
+
+
+def saved_log_history(folder: str) -> list[dict]:
+    """TRL's log of the run in `folder` (a --full output folder, its run/ at the CPU scales, or one
+    checkpoint): the trainer state of its newest complete checkpoint."""
+    import json
+
+    from labkit import runs
+
+    for place in (folder, os.path.join(folder, "run")):
+        checkpoint = place if runs.complete_checkpoint(place) else runs.last_complete_checkpoint(place)
+        if checkpoint:
+            with open(os.path.join(checkpoint, "trainer_state.json"), encoding="utf-8") as file:
+                return json.load(file)["log_history"]
+    raise SystemExit(f"{folder} holds no checkpoint with a trainer state: give a --full run's output folder")
+
+
 def plot_grpo_steps(path: str, log_history: list[dict], title: str) -> int:
     """GRPO_STEP_PANELS against the step, from TRL's own log; returns the steps drawn."""
     import matplotlib
@@ -64,3 +105,9 @@ def plot_grpo_steps(path: str, log_history: list[dict], title: str) -> int:
     figure.savefig(path)
     plt.close(figure)
     return len(steps)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python -m labkit.plots FOLDER (a --full run's output folder)")
+    print("\n".join(grpo_step_table(saved_log_history(sys.argv[1]))))

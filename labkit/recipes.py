@@ -475,7 +475,7 @@ def refuse_what_cannot_run(settings, args, model_args, trainer_class=None):
     on_cpu = not torch.cuda.is_available() and not getattr(trainer_class, "vllm_on_cpu", False)
     if args.use_vllm and args.vllm_mode == "colocate" and on_cpu:
         raise SystemExit(COLOCATE_NEEDS_CUDA)
-    if torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
+    if torch.cuda.is_available() and not torch.cuda.is_bf16_supported(including_emulation=False):
         raise SystemExit(
             f"--full trains in bfloat16, which this GPU ({torch.cuda.get_device_name(0)}) does not support: "
             "it needs an Ampere card or newer (A10, A100, L4, RTX 30xx/40xx, H100). Rehearse on a CPU meanwhile: "

@@ -28,6 +28,41 @@ def test_smoke_passes_and_prints_the_spelled_lines(smoke_run):
     assert positions == sorted(positions)
 
 
+def test_smoke_prints_the_trained_opening_guess_and_its_curve_in_one_line(smoke_run):
+    out = smoke_run.stdout
+    opening = re.search(
+        r"^opening guess: the trained policy opens with (\d) \(probability (\d\.\d{3}); untrained: each of 1\.\.8 0\.125\)$",
+        out,
+        re.M,
+    )
+    assert opening, out
+    # Binary search's opening: 4 or 5 both leave intervals that two more guesses cover (7 of 8 numbers).
+    assert opening.group(1) in ("4", "5") and float(opening.group(2)) > 0.5
+    curve = re.search(r"^learning curve: batch success, updates 1 to 60, one character from 0 \((.)\) to 1 \((.)\): (\S+)$",
+                      out, re.M)  # fmt: skip
+    assert curve, out
+    low, high, line = curve.groups()
+    assert len(line) == 60 and set(line) <= set(env_rollout_levels(low, high))
+    # It climbs: the last ten updates sit higher than the first ten.
+    levels = env_rollout_levels(low, high)
+    assert sum(map(levels.index, line[-10:])) > sum(map(levels.index, line[:10]))
+
+
+def env_rollout_levels(low: str, high: str) -> str:
+    """The curve's characters, known by its first and last (the smoke line names them)."""
+    import env_rollout
+
+    return next(levels for levels in (env_rollout.BLOCKS, env_rollout.ASCII_LEVELS) if levels[::7] == low + high)
+
+
+def test_the_text_curve_averages_a_long_curve_down_and_spans_its_levels():
+    import env_rollout
+
+    assert env_rollout.text_curve([0.0, 0.5, 0.999, 1.0]) == "▁▅██"
+    assert env_rollout.text_curve([0.0] * 60 + [1.0] * 60) == "▁" * 30 + "█" * 30  # 120 points, 2 a character
+    assert env_rollout.text_curve([0.2, 0.9], env_rollout.ASCII_LEVELS) == "." + "#"
+
+
 def test_the_lesson_episode_shows_its_reward_advantage_and_the_sign_of_its_update(smoke_run):
     """The episode shown is the first of the group shown: its reward and advantage are that group's
     first, and the line says the update pushes its guesses up for a positive advantage, down otherwise."""

@@ -74,7 +74,7 @@ def test_tier_t2_is_qwen3_4b_with_its_own_lora_and_vllm_share():
 def test_each_recipe_key_is_a_field_some_parser_knows():
     known = {field.name for cls in (trl.GRPOConfig, trl.ModelConfig, env_rollout.WordleSettings) for field in
              dataclasses.fields(cls)}  # fmt: skip
-    for name in ("wordle_grpo", "t1", "t2", "tiny", "cpu"):
+    for name in ("wordle_grpo", "t1", "t2", "tiny", "cpu", "smollm2", "learn_wordle", "classroom"):
         assert set(read_yaml(name)) <= known, name
     for settings_class in (trl_on_cpu.LearnConfig, trl_on_cpu.RehearseConfig):  # a CPU mode's own recipe
         own = {field.name for cls in (trl.GRPOConfig, settings_class) for field in dataclasses.fields(cls)}

@@ -2,10 +2,13 @@
 fresh_guesses, with valid_guesses), on real games of TextArena's Wordle; the --reward switch, what the
 dry run prints of it at every scale, and the figure of a run's GRPO steps."""
 
+import json
 import re
+import subprocess
+import sys
 
 import pytest
-from conftest import real_game_missing, run_cli
+from conftest import ROOT, real_game_missing, run_cli
 
 import env_rollout
 from env_rollout import WordleEnv, fresh_guesses, greens, valid_guesses, yellows
@@ -180,3 +183,27 @@ def test_the_figure_of_the_grpo_steps_is_drawn_from_trls_log(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     line = env_rollout.grpo_steps_figure(log, str(tmp_path), "a title")
     assert line.endswith(str(tmp_path / plots.GRPO_STEPS_FIGURE)) and "of the 3 GRPO steps" in line
+
+
+def test_the_grpo_steps_read_as_text_from_the_run_and_again_from_its_checkpoint(tmp_path):
+    log = [{"eval_rewards/solve_rate/mean": 0.0, "step": 0}]  # an evaluation's entry: not a GRPO step
+    log += [{"step": 1, "reward": 0.118, "frac_reward_zero_std": 0.5, "grad_norm": 0.11}]
+    log += [{"step": 2, "reward": 0.168, "frac_reward_zero_std": 0.0, "grad_norm": 0.167}]
+    lines = env_rollout.grpo_step_lines(log, "OUT")
+    assert lines[0] == "GRPO steps (python -m labkit.plots OUT reads them again):"
+    assert lines[1].split() == ["step", *(label for _, label in plots.GRPO_STEP_COLUMNS)]
+    assert lines[2].split()[:4] == ["1", "0.118", "0.500", "0.110"] and lines[2].split()[-1] == "-"
+    assert lines[3].split()[:4] == ["2", "0.168", "0.000", "0.167"] and len(lines) == 4
+    # A run's folder read back, as a student would after the run (its CPU-scale run/ inside it); a
+    # half-written newer checkpoint is passed over.
+    for name, state in (("checkpoint-2", {"log_history": log}), ("checkpoint-3", None)):
+        checkpoint = tmp_path / "run" / name
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "adapter_model.safetensors").write_bytes(b"weights")
+        (checkpoint / "trainer_state.json").write_text(json.dumps(state) if state else "{", encoding="utf-8")
+    read = subprocess.run([sys.executable, "-m", "labkit.plots", str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.splitlines() == lines[1:]
+    empty = subprocess.run([sys.executable, "-m", "labkit.plots", str(tmp_path / "run" / "checkpoint-3")],
+                           capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    assert empty.returncode == 1 and empty.stderr.count("\n") == 1 and "holds no checkpoint" in empty.stderr
