@@ -28,6 +28,7 @@
 #   make constraints  tests/constraints.txt: the versions a GPU user's pip resolves requirements-full.txt to
 #                     (vLLM's CUDA build included), with the test tools; resolved only, nothing installed
 #   make rehearse-vllm  --full --tiny through TRL's vLLM colocate path, on vLLM's CPU build (in .venv-vllm)
+#   make notebook-outputs  lab.ipynb run top to bottom, its printed text and figures stored in it
 #   make bench   the smoke lab's learning and speed figures
 #   make bench-solver  the warm start's solver against the real game: its solve rate over 300 games
 #   make bench-cli  how fast the command line refuses what cannot run (a dead server, no CUDA) and --check
@@ -67,7 +68,7 @@ define install_torch
 endef
 
 .PHONY: smoke test test-slow test-all install rehearse learn rehearse-full rehearse-smollm2 learn-wordle bench-learn bench-warm-start lint clean
-.PHONY: test-latest constraints rehearse-vllm bench bench-solver bench-cli bench-tokens bench-gpu gpu-pack gpu-check gpu-standin
+.PHONY: test-latest constraints rehearse-vllm notebook-outputs bench bench-solver bench-cli bench-tokens bench-gpu gpu-pack gpu-check gpu-standin
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -206,6 +207,9 @@ rehearse-vllm: $(VLLM_VENV)/.vllm
 
 bench: $(VENV)/.smoke
 	$(PY) bench/smoke_bench.py
+
+notebook-outputs: $(VENV)/.test
+	$(PY) bench/notebook_outputs.py
 
 bench-solver: $(VENV)/.test
 	$(PY) bench/solver_bench.py

@@ -1,15 +1,15 @@
-"""lab.ipynb runs top to bottom, so that it cannot rot.
+"""lab.ipynb runs top to bottom, so that it cannot rot, and is stored with its outputs, so that it reads
+with its figures unrun; what it stores is what its cells print today.
 
-Jupyter is not among the test dependencies, so the test executes every code cell of the notebook in
-order with plain Python, in one process of its own started beside it (where Jupyter starts a notebook),
-with matplotlib's non-interactive backend. plt.show() is replaced by a counter: the notebook must draw
-its figures (the learning curve and the zero-advantage bars) and print the smoke run's last line.
+Jupyter is not among the test dependencies, so bench/notebook_outputs.py (which writes the stored
+outputs) executes every code cell in order with plain Python, in one process of its own started beside
+the notebook (where Jupyter starts it), with matplotlib's non-interactive backend, catching each cell's
+text and figures.
 """
 
+import importlib.util
 import json
 import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -17,27 +17,14 @@ from conftest import ROOT
 
 NOTEBOOK = os.path.join(ROOT, "lab.ipynb")
 
-RUNNER = """
-import json, sys
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-shown = []
-def show(*args, **kwargs):
-    shown.append(len(plt.get_fignums()))
-    plt.close("all")
-plt.show = show
-cells = [
-    "".join(cell["source"])
-    for cell in json.load(open({path!r}, encoding="utf-8"))["cells"]
-    if cell["cell_type"] == "code"
-]
-namespace = {{"__name__": "__main__"}}
-for index, source in enumerate(cells):
-    print(f"--- code cell {{index}}", flush=True)
-    exec(compile(source, f"lab.ipynb, code cell {{index}}", "exec"), namespace)
-print("FIGURES", json.dumps(shown))
-"""
+
+def notebook_outputs():
+    spec = importlib.util.spec_from_file_location(
+        "notebook_outputs", os.path.join(ROOT, "bench", "notebook_outputs.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_the_notebook_is_valid_json_with_code_and_markdown():
@@ -46,10 +33,12 @@ def test_the_notebook_is_valid_json_with_code_and_markdown():
     assert notebook["nbformat"] == 4
     kinds = [cell["cell_type"] for cell in notebook["cells"]]
     assert kinds.count("code") >= 8 and kinds.count("markdown") >= 8
-    # Handed out clean: no stored outputs, nothing executed.
-    for cell in notebook["cells"]:
-        if cell["cell_type"] == "code":
-            assert cell["outputs"] == [] and cell["execution_count"] is None
+    # Stored run, top to bottom: every code cell executed in order, with what it printed or drew.
+    code = [cell for cell in notebook["cells"] if cell["cell_type"] == "code"]
+    assert [cell["execution_count"] for cell in code] == list(range(1, len(code) + 1))
+    assert all(cell["outputs"] for cell in code)
+    images = [out for cell in code for out in cell["outputs"] if "image/png" in out.get("data", {})]
+    assert len(images) >= 2  # the learning curve and the zero-advantage bars
     # It imports the lesson rather than copying it.
     code = "".join("".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code")
     assert "import env_rollout as lab" in code
@@ -57,21 +46,16 @@ def test_the_notebook_is_valid_json_with_code_and_markdown():
 
 
 @pytest.mark.slow
-def test_every_code_cell_runs_in_order_on_a_cpu():
+def test_every_code_cell_runs_in_order_on_a_cpu_and_prints_what_the_notebook_stores():
+    tool = notebook_outputs()
     started = time.perf_counter()
-    result = subprocess.run(
-        [sys.executable, "-c", RUNNER.format(path=NOTEBOOK)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "MPLBACKEND": "Agg", "CUDA_VISIBLE_DEVICES": ""},
-    )
+    results = tool.run_cells(NOTEBOOK)
     seconds = time.perf_counter() - started
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    out = result.stdout
-    shown = json.loads(out.rsplit("FIGURES", 1)[1])
-    assert len(shown) >= 2 and all(count >= 1 for count in shown), shown
+    out = "".join(result["text"] for result in results)
+    assert sum(bool(result["figures"]) for result in results) >= 2  # the curve and the bars, drawn
     assert "optimum 0.875, random 0.330" in out
-    assert out.rstrip().splitlines()[-2] == "smoke ok", out[-2000:]
+    assert out.rstrip().splitlines()[-1] == "smoke ok", out[-2000:]
+    with open(NOTEBOOK, encoding="utf-8") as file:
+        stored = json.load(file)
+    assert tool.differences(stored, results) == [], "run: python bench/notebook_outputs.py"
     assert seconds < 120, f"the notebook took {seconds:.0f} s"
