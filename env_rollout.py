@@ -920,6 +920,21 @@ def evaluate_games(trainer) -> dict:
     return {name: logged[f"eval_rewards/{name}/mean"] for name in shown}
 
 
+def held_out_stage(trainer, stage: str, settings, args) -> dict:
+    """One stage's held-out figures, played; on a resumed run, read back where the first run saved them:
+    the same model on the same games, which a CPU scale would pay minutes to replay. A run resumed from a
+    checkpoint trains as before: the trainer takes its random state from the checkpoint."""
+    from labkit import runs
+
+    saved = runs.saved_held_out(args.output_dir, settings.eval_games) if settings.resume else {}
+    if stage in saved:
+        return saved[stage]
+    figures = evaluate_games(trainer)
+    if trainer.accelerator.is_main_process:
+        runs.save_held_out(args.output_dir, settings.eval_games, stage, figures)
+    return figures
+
+
 @dataclasses.dataclass
 class WordleSettings:
     """--full's own settings. Every training setting is a field of TRL's GRPOConfig or ModelConfig:
@@ -1008,7 +1023,7 @@ def run_full(settings: WordleSettings, args, model_args, trainer_class=None) -> 
         ) from None
     # Improvement 3: stop before the first rollout if TRL cannot read the model's tool calls back.
     trl_glue.check_trl_reads_tool_calls(trainer, WORDLE_PROMPT, WordleEnv(settings.env_url).guess, {"guess": "[crane]"})
-    evaluations = {"before": evaluate_games(trainer) if eval_dataset else None}
+    evaluations = {"before": held_out_stage(trainer, "before", settings, args) if eval_dataset else None}
 
     # Improvement 4, stage 1: the warm start. The same LoRA adapter learns from a fair solver's games
     # (training words only), so that GRPO's groups differ (labkit/warm_start.py says why and how).
@@ -1023,7 +1038,9 @@ def run_full(settings: WordleSettings, args, model_args, trainer_class=None) -> 
         )
         figures = warm_start.run_stage(trainer, games, WordleEnv("local").guess, settings, args)
         print(warm_start.warm_start_line(figures))
-        evaluations["after warm start"] = evaluate_games(trainer) if eval_dataset else None
+        evaluations["after warm start"] = (
+            held_out_stage(trainer, "after warm start", settings, args) if eval_dataset else None
+        )
 
     # Stage 2: GRPO, from the warm-started adapter.
     try:

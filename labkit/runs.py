@@ -19,6 +19,7 @@ WEIGHTS = (
     "model.safetensors.index.json",
     "pytorch_model.bin",
 )
+HELD_OUT_FILE = "held_out.json"  # the held-out figures of each stage a run has played, for --resume
 INTERRUPTED_STATUS = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
 
 
@@ -57,3 +58,23 @@ def holds_run(folder: str) -> bool:
     from labkit.warm_start import finished_warm_start
 
     return last_complete_checkpoint(folder) is not None or finished_warm_start(folder) is not None
+
+
+def saved_held_out(folder: str, games: int) -> dict:
+    """The held-out figures the run in `folder` saved, by stage, if they were played on `games` games."""
+    try:
+        with open(os.path.join(folder, HELD_OUT_FILE), encoding="utf-8") as file:
+            saved = json.load(file)
+    except (OSError, ValueError):  # none yet, or cut off mid-write: play them again
+        return {}
+    return saved.get("stages", {}) if isinstance(saved, dict) and saved.get("games") == games else {}
+
+
+def save_held_out(folder: str, games: int, stage: str, figures: dict) -> None:
+    """Add one stage's figures to the run's file, written whole or not at all (a temporary file, renamed)."""
+    stages = {**saved_held_out(folder, games), stage: figures}
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, HELD_OUT_FILE)
+    with open(path + ".partial", "w", encoding="utf-8") as file:
+        json.dump({"games": games, "stages": stages}, file)
+    os.replace(path + ".partial", path)

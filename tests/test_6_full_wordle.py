@@ -432,3 +432,44 @@ def test_only_the_scripts_own_import_error_becomes_one_line(monkeypatch):
 
     monkeypatch.setattr(env_rollout, "run_smoke", missing)
     assert modes.main(["--smoke"]) == 1
+
+
+def test_a_resumed_run_reads_the_held_out_stages_it_played_instead_of_playing_them_again(tmp_path):
+    """--resume at the CPU scales replays no held-out game the first run already played (16 games cost
+    minutes there): a stage saved on the same number of games is read back; another count, a stage not
+    saved yet, or a run that is not resumed, plays them."""
+    import types
+
+    from labkit import runs
+
+    class Trainer:
+        accelerator = types.SimpleNamespace(is_main_process=True)
+
+        def __init__(self):
+            self.state, self.played = types.SimpleNamespace(log_history=[]), 0
+
+        def evaluate(self):
+            self.played += 1
+            names = ("solve_rate", "invalid_move_rate", "valid_guesses", "valid_guess_made")
+            self.state.log_history.append({f"eval_rewards/{name}/mean": self.played / 10 for name in names})
+
+    args = types.SimpleNamespace(output_dir=str(tmp_path))
+    first, fresh = Trainer(), env_rollout.WordleSettings(eval_games=16)
+    before = env_rollout.held_out_stage(first, "before", fresh, args)
+    assert first.played == 1 and before["solve_rate"] == 0.1
+    assert runs.saved_held_out(str(tmp_path), 16) == {"before": before}
+    resumed, again = Trainer(), env_rollout.WordleSettings(eval_games=16, resume=True)
+    assert env_rollout.held_out_stage(resumed, "before", again, args) == before and resumed.played == 0
+    warm = env_rollout.held_out_stage(resumed, "after warm start", again, args)  # not saved yet: played
+    assert resumed.played == 1 and runs.saved_held_out(str(tmp_path), 16) == {
+        "before": before,
+        "after warm start": warm,
+    }
+    other = Trainer()  # another number of games: played again
+    env_rollout.held_out_stage(other, "before", env_rollout.WordleSettings(eval_games=8, resume=True), args)
+    assert other.played == 1
+    replayed = Trainer()  # not resumed: always played
+    env_rollout.held_out_stage(replayed, "before", fresh, args)
+    assert replayed.played == 1
+    (tmp_path / runs.HELD_OUT_FILE).write_text('{"games": 16, "stag', encoding="utf-8")  # cut off mid-write
+    assert runs.saved_held_out(str(tmp_path), 16) == {}
