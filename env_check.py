@@ -198,6 +198,63 @@ def import_module_file(path: str):
     return module
 
 
+def library_folders() -> tuple[str, ...]:
+    """Where Python's standard library and the installed packages lie, each ending in a separator."""
+    paths = sysconfig.get_paths()
+    return tuple(os.path.realpath(paths[key]) + os.sep for key in ("stdlib", "platstdlib", "purelib", "platlib"))
+
+
+def standard_names_beside(module_file: str) -> list[str]:
+    """The files and packages in `module_file`'s folder (itself included) named like a module of Python's
+    standard library. A training script run from that folder imports them in that module's place (the
+    folder comes first on sys.path), for every library it uses too; the check itself may not, having
+    imported most such modules before."""
+    folder = os.path.dirname(os.path.realpath(module_file))
+    if (folder + os.sep).startswith(library_folders()):
+        return []
+    found = []
+    for entry in sorted(os.listdir(folder)):
+        stem, extension = os.path.splitext(entry)
+        package = not extension and os.path.isfile(os.path.join(folder, entry, "__init__.py"))
+        if (extension == ".py" or package) and stem in sys.stdlib_module_names:
+            found.append(os.path.join(folder, entry))
+    return found
+
+
+def shadowing_files(error: ImportError) -> list[tuple[str, str]]:
+    """(file, module) for each file imported in place of a module of Python's standard library, being
+    named like it (a student's json.py or decimal.py beside the environment, whose folder is on sys.path
+    first), that `error` names: what makes an import deep inside transformers fail (`cannot import name
+    'Decimal' from 'decimal' (.../decimal.py)`). Read from sys.modules, and from the file `error` read."""
+    own = library_folders()
+    loaded = [(name, getattr(module, "__file__", None)) for name, module in list(sys.modules.items())]
+    if error.name and error.path:
+        loaded.append((error.name, error.path))
+    said = str(error)
+    failed = (error.name or "").split(".")[0]
+    found = {
+        (file, name)
+        for name, file in loaded
+        if name in sys.stdlib_module_names
+        and file
+        and not os.path.realpath(file).startswith(own)
+        and (name == failed or f"'{name}'" in said or file in said)
+    }
+    return sorted(found)
+
+
+def shadowing_fix(error: ImportError) -> str | None:
+    """The diagnosis and fix for a failed import that a file named like a standard module explains, or None."""
+    files = shadowing_files(error)
+    if not files:
+        return None
+    named = "; ".join(f"{file} is named like Python's standard module {name}" for file, name in files)
+    return (
+        f"{named}, and is imported in its place (its folder comes first on sys.path), by the libraries too. "
+        "Fix: rename it."
+    )
+
+
 def load_factory(target: str):
     """The callable TRL would be given as environment_factory: a class (or a zero-argument factory
     function) named by TARGET."""
@@ -226,6 +283,8 @@ def load_factory(target: str):
                 f"that holds {module_part.split('.')[0]}.py, or name the file: path/to/{module_part.split('.')[-1]}.py:"
                 f"{attribute}."
             ) from None
+        if shadowing := shadowing_fix(error):
+            raise TargetError(f"importing {module_part} failed ({describe_error(error)}): {shadowing}") from None
         raise TargetError(
             f"importing {module_part} failed: it imports {error.name!r}, which is not installed "
             f"({describe_error(error)}). Fix: install it in this environment."
@@ -233,6 +292,8 @@ def load_factory(target: str):
     except BaseException as error:  # a syntax error, or anything the module runs at import
         if isinstance(error, KeyboardInterrupt):
             raise
+        if isinstance(error, ImportError) and (shadowing := shadowing_fix(error)):
+            raise TargetError(f"importing {module_part} raised {describe_error(error)}: {shadowing}") from None
         raise TargetError(
             f"importing {module_part} raised {describe_error(error)}. Fix: the module must import cleanly."
         ) from None
@@ -639,7 +700,8 @@ def check_prompt(report: Report, tools: list[Tool], reset_text) -> None:
 
         template = training_chat_template(tokenizer)
     except ImportError as error:
-        report.add(WARN, "prompt", f"not rendered: {error}. Fix: pip install trl transformers tokenizers.")
+        fix = shadowing_fix(error) or "Fix: pip install trl transformers tokenizers."
+        report.add(WARN, "prompt", f"not rendered: {error}. {fix}")
         return
     user_text = reset_text if isinstance(reset_text, str) else ""
     try:
@@ -1347,21 +1409,34 @@ def run_check(
     if episodes < 1:
         report.add(FAIL, "episodes", f"{episodes} episodes asked for. Fix: ask for at least 1.")
         return finish(report, started)
-    try:
-        factory = load_factory(target)
-        missing = required_arguments(factory)
-        if missing:
-            raise TargetError(
-                f"{getattr(factory, '__qualname__', target)}() needs {', '.join(map(repr, missing))}, but TRL calls "
-                "environment_factory() with no arguments. Fix: give every __init__ argument a default, or hand TRL a "
-                "factory, functools.partial(Class, ...) or a module-level `def make_env(): return Class(...)`, and "
-                "check that (MODULE:make_env)."
-            )
-    except TargetError as error:
-        report.add(FAIL, "target", str(error))
-        return finish(report, started)
     caller = Caller(call_timeout_s)
     try:
+        try:
+            # The import runs the module's own code: on the worker thread too, under the same time limit.
+            factory, error = caller.call(load_factory, {"target": target})
+            if error is not None:
+                raise error
+            missing = required_arguments(factory)
+            if missing:
+                raise TargetError(
+                    f"{getattr(factory, '__qualname__', target)}() needs {', '.join(map(repr, missing))}, but TRL "
+                    "calls environment_factory() with no arguments. Fix: give every __init__ argument a default, or "
+                    "hand TRL a factory, functools.partial(Class, ...) or a module-level `def make_env(): return "
+                    "Class(...)`, and check that (MODULE:make_env)."
+                )
+        except TargetError as error:
+            report.add(FAIL, "target", str(error))
+            return finish(report, started)
+        except CallTimeout:
+            report.add(
+                FAIL,
+                "target",
+                f"importing {target.rpartition(':')[0]} did not finish within {call_timeout_s:g} s: something it "
+                "runs at import loops or waits, and a training script importing it would hang too. Fix: run that "
+                "work in a function (the constructor, or reset), and give every wait a timeout. (The check stopped "
+                "here.)",
+            )
+            return finish(report, started)
         instance, error = caller.call(factory)
         if error is not None:
             report.add(
@@ -1376,6 +1451,17 @@ def run_check(
             "target",
             f"imported, and built with no arguments as TRL's factory call does: {type(instance).__name__}()",
         )
+        module_file = getattr(sys.modules.get(getattr(factory, "__module__", None)), "__file__", None)
+        if module_file and (beside := standard_names_beside(module_file)):
+            names = ", ".join(os.path.splitext(os.path.basename(path))[0] for path in beside)
+            several = len(beside) > 1
+            report.add(
+                WARN,
+                "target",
+                f"{', '.join(beside)}: named like Python's standard module{'s' * several} {names}, imported in "
+                f"{'their' if several else 'its'} place by a training script run from this folder, and by the "
+                f"libraries it uses (TRL, transformers). Fix: rename {'them' if several else 'it'}.",
+            )
         check_environment(report, caller, factory, instance, episodes)
     except CallTimeout as stuck:
         report.add(
@@ -1394,9 +1480,12 @@ def check_environment(report: Report, caller: Caller, factory, instance, episode
     try:
         tools = check_tools(report, instance)
     except ImportError as error:
-        report.add(
-            FAIL, "tools", f"cannot build schemas without transformers ({error}). Fix: pip install transformers."
-        )
+        if shadowing := shadowing_fix(error):
+            report.add(FAIL, "tools", f"cannot build schemas: importing transformers failed ({error}): {shadowing}")
+        else:
+            report.add(
+                FAIL, "tools", f"cannot build schemas without transformers ({error}). Fix: pip install transformers."
+            )
         return
     contract = reset_contract(report, instance)
     if contract is None:

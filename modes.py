@@ -44,7 +44,8 @@ def config_class_of(mode: str):
 
 def main(argv: list[str] | None = None) -> int:
     """Run the mode the flags name; return its exit status. Ctrl-C stops any mode with one line (what it
-    stopped, what is kept, how to go on) and status 130; a reader that leaves (`| head`) ends it quietly."""
+    stopped, what is kept, how to go on) and status 130; a reader that leaves (`| head`) ends it quietly; a
+    full disk, in one line that says so and what is kept, with status 1."""
     from labkit import command_line, runs
 
     mode = config = None
@@ -64,24 +65,43 @@ def main(argv: list[str] | None = None) -> int:
         # exit would fail on the closed pipe again, and say so.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE  # what a shell reports for a writer whose reader left
+    except Exception as error:
+        # A full disk, wherever the write was (a checkpoint, a plot, a cache): one line saying so and what is kept.
+        if mode is None or (full := runs.disk_full(error, folders_written(mode, config))) is None:
+            raise
+        print(
+            interrupted_line(mode, config, f"stopped by a full disk ({full})", "free space on it, then "),
+            file=sys.stderr,
+        )
+        return 1
 
 
-def interrupted_line(mode: str | None, config) -> str:
-    """What Ctrl-C stopped, what is kept, and how to go on, in one line."""
+def interrupted_line(mode: str | None, config, stopped: str = "interrupted (Ctrl-C)", first: str = "") -> str:
+    """What stopped a mode (Ctrl-C, or `stopped`), what is kept, and how to go on (after `first`, what to
+    do before it), in one line."""
     from labkit import runs
 
     if mode is None:
-        return "interrupted (Ctrl-C) while reading the flags: nothing was run"
+        return f"{stopped} while reading the flags: nothing was run"
     # The other modes write only when they end (--learn, --rehearse and --show-mask train in a temporary folder).
     if mode != "full":
-        return f"--{mode} interrupted (Ctrl-C): nothing was kept; run it again"
+        return f"--{mode} {stopped}: nothing was kept; {first}run it again"
     settings, args = config[0], config[1]
     folder = os.path.join(args.output_dir, "run") if settings.tiny or settings.smollm2 else args.output_dir
     if runs.holds_run(folder):
         kept = runs.last_complete_checkpoint(folder) or "its warm start"
-        return f"--full interrupted (Ctrl-C): the run in {folder} is kept, up to {kept}. Continue with --resume."
+        go_on = f"{first}continue with --resume"
+        return f"--full {stopped}: the run in {folder} is kept, up to {kept}. {go_on[0].upper()}{go_on[1:]}."
     again = "without --resume" if settings.resume else "the same command"
-    return f"--full interrupted (Ctrl-C) before its first checkpoint: nothing to resume; run {again} to start again"
+    return f"--full {stopped} before its first checkpoint: nothing to resume; {first}run {again} to start again"
+
+
+def folders_written(mode: str, config) -> list[str]:
+    """Where a mode writes: its run's folder (--full), and the temporary folder the CPU modes train in."""
+    import tempfile
+
+    folders = [config[1].output_dir] if mode == "full" else []
+    return folders + [tempfile.gettempdir()]
 
 
 def run_mode(mode: str, config) -> int:
@@ -90,6 +110,7 @@ def run_mode(mode: str, config) -> int:
 
     if mode == "full":  # what no machine could run: refused alike by the dry run and the run
         recipes.refuse_what_no_run_takes(*config)
+        recipes.refuse_a_model_at_a_cpu_scale(config[0], config[2])
     if mode == "full" and config[0].dry_run:  # what a run would use, before booking GPU time
         return recipes.print_dry_run(*config, env_rollout.training_reward(config[0], config[1]))
     if mode == "full" and (config[0].tiny or config[0].smollm2):  # the CPU scales

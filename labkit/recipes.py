@@ -19,6 +19,7 @@ import sys
 
 from labkit import ranges
 from labkit.trl_glue import RENAMED_FIELDS, current_names
+from labkit.wordle_sessions import env_url_refusal
 
 RECIPES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "recipes")
 SHARED_RECIPE = "wordle_grpo"
@@ -36,6 +37,14 @@ RENAMED_FLAGS = {
 
 class RecipeError(ValueError):
     """A recipe file or a flag of --full that cannot be used; the message says which and why."""
+
+
+class FlagReader(argparse.ArgumentParser):
+    """An argparse parser that reads a few flags before TRL's parser does, and says nothing itself: what
+    it cannot read is a RecipeError (one line), not argparse's usage block and exit."""
+
+    def error(self, message: str):
+        raise RecipeError(message)
 
 
 class UnknownFlags(RecipeError):
@@ -70,6 +79,10 @@ def read_recipe(path: str) -> dict:
             recipe = yaml.safe_load(file) or {}
     except OSError as error:
         raise RecipeError(f"cannot read the recipe {path}: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise RecipeError(
+            f"{path} is not UTF-8 text (byte {error.object[error.start]:#04x} at offset {error.start}): save it as UTF-8"
+        ) from None
     except yaml.YAMLError as error:
         raise RecipeError(f"{path} is not valid YAML: {str(error).splitlines()[0]}") from None
     if not isinstance(recipe, dict):
@@ -110,7 +123,7 @@ def parse_full(argv: list[str], settings_class):
     from trl import GRPOConfig, ModelConfig
 
     argv = spelled_as_trl(argv)
-    chooser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    chooser = FlagReader(add_help=False, allow_abbrev=False)
     chooser.add_argument("--tier", default="t1")
     for scale in CPU_SCALES:
         chooser.add_argument(f"--{scale}", nargs="?", const="true", default="false")
@@ -386,7 +399,7 @@ def colocated_without_cuda(argv: list[str]) -> bool:
 
     if torch.cuda.is_available():
         return False
-    reader = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    reader = FlagReader(add_help=False, allow_abbrev=False)
     reader.add_argument("--tier", default="t1")
     reader.add_argument("--config")
     for name in ("dry_run", "use_vllm", *CPU_SCALES):
@@ -404,7 +417,7 @@ def colocated_without_cuda(argv: list[str]) -> bool:
             recipe.update(recipe_layer(layer))
         if flags.config:
             recipe.update(read_recipe(flags.config))
-    except (SystemExit, RecipeError):  # what TRL's parser will report in its own words
+    except RecipeError:  # what TRL's parser will report in its own words
         return False
     use_vllm = recipe.get("use_vllm") if flags.use_vllm is None else flags.use_vllm
     mode = flags.vllm_mode or recipe.get("vllm_mode")  # unset: TRL's default, which only TRL knows
@@ -461,6 +474,28 @@ def refuse_what_no_run_takes(settings, args, model_args) -> None:
     refuse_unused_model_flags(args, model_args)
     if settings.warm_start_games and not model_args.use_peft:
         raise SystemExit("--warm-start-games: the warm start trains the LoRA adapter GRPO goes on with (--use_peft)")
+    if refusal := env_url_refusal(settings.env_url):
+        raise SystemExit(refusal)
+
+
+def refuse_a_model_at_a_cpu_scale(settings, model_args) -> None:
+    """Stop, in one line, a model named at a CPU scale, which brings its own (--tiny builds one, --smollm2
+    runs SmolLM2-135M-Instruct) and would train that one instead, silently. Asked of the command line's
+    settings (modes.py, for the dry run and the run): the scale then hands run_full its own model."""
+    scale = next((scale for scale in CPU_SCALES if getattr(settings, scale)), None)
+    if scale is None:
+        return
+    own = "builds its own tiny Qwen3" if scale == "tiny" else "runs SmolLM2-135M-Instruct"
+    # The tier's model, unless a flag or --config named another.
+    if model_args.model_name_or_path != recipe_layer(settings.tier).get("model_name_or_path"):
+        raise SystemExit(
+            f"--model_name_or_path {model_args.model_name_or_path}: --{scale} {own} and takes no other model; "
+            f"drop the flag, or drop --{scale} to train that model (on a GPU)"
+        )
+    if pinned_revision(model_args):
+        raise SystemExit(
+            f"--model_revision {model_args.model_revision}: --{scale} {own} and takes no revision; drop the flag"
+        )
 
 
 def refuse_what_cannot_run(settings, args, model_args, trainer_class=None):
@@ -481,6 +516,8 @@ def refuse_what_cannot_run(settings, args, model_args, trainer_class=None):
             "it needs an Ampere card or newer (A10, A100, L4, RTX 30xx/40xx, H100). Rehearse on a CPU meanwhile: "
             "make rehearse-full"
         )
+    if refusal := runs.folder_refusal(args.output_dir, "--output_dir"):
+        raise SystemExit(refusal)
     held = runs.holds_run(args.output_dir)
     if settings.resume and not held:
         raise SystemExit(

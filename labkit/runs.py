@@ -6,9 +6,12 @@ process killed while saving leaves a folder that Trainer cannot resume from. Tra
 checkpoint's weights first and its trainer_state.json last, so a checkpoint whose trainer_state.json
 reads back whole, beside its weights, was finished."""
 
+import errno
 import json
 import os
 import re
+import shutil
+import tempfile
 
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")  # transformers' PREFIX_CHECKPOINT_DIR, as its own pattern reads it
 # What save_model writes: a LoRA adapter (peft), or the whole model (safetensors, sharded or not, or torch's).
@@ -21,6 +24,9 @@ WEIGHTS = (
 )
 HELD_OUT_FILE = "held_out.json"  # the held-out figures of each stage a run has played, for --resume
 INTERRUPTED_STATUS = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # no room left: on the device, or in the user's quota
+# Below this, a disk is taken as full when torch's writer fails without saying why (disk_full).
+NO_ROOM_BYTES = 16 * 2**20
 
 
 class Interrupted(SystemExit):
@@ -78,3 +84,45 @@ def save_held_out(folder: str, games: int, stage: str, figures: dict) -> None:
     with open(path + ".partial", "w", encoding="utf-8") as file:
         json.dump({"games": games, "stages": stages}, file)
     os.replace(path + ".partial", path)
+
+
+def folder_refusal(folder: str, flag: str) -> str | None:
+    """Why a run cannot write into `folder`, in one line, found before anything is loaded and with nothing
+    left made: it is a file, lies under one, or its nearest existing folder takes no file. None where it can."""
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        return f"{flag} {folder} is a file, not a folder: pass another {flag}"
+    existing = os.path.abspath(folder)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        return f"{flag} {folder}: {existing} is a file, not a folder: pass another {flag}"
+    try:  # a file made and removed at once: os.access says yes to root where nothing can be written (/proc)
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as error:
+        return f"{flag} {folder}: nothing can be written in {existing} ({error.strerror}): pass another {flag}"
+    return None
+
+
+def disk_full(error: BaseException, folders: list[str]) -> str | None:
+    """What a write that failed for want of room says (its reason and the file it was writing), where
+    `error` or what caused it is one; None where it is not. torch's checkpoint writer says only that a
+    write failed ('unexpected pos', 'file write failed'): that is a full disk where one of `folders`, those
+    the run was writing in, has no room left."""
+    causes, cause = [], error
+    while cause is not None and cause not in causes:
+        causes.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    for cause in causes:
+        if isinstance(cause, OSError) and cause.errno in DISK_FULL:
+            return cause.strerror + (f", writing {cause.filename}" if cause.filename else "")
+        if "No space left on device" in str(cause):  # a library's own wording (safetensors, tokenizers)
+            return "No space left on device"
+    if any(isinstance(cause, RuntimeError) and "inline_container" in str(cause) for cause in causes):
+        for folder in folders:
+            try:
+                if shutil.disk_usage(folder).free < NO_ROOM_BYTES:
+                    return f"No space left on device, writing in {folder}"
+            except OSError:
+                continue
+    return None

@@ -371,14 +371,76 @@ def check_server_reachable(env_url: str, timeout_s: float = 5.0) -> None:
     or loaded, with the URL and the remedies in the message."""
     if env_url == LOCAL:
         return
+    if refusal := env_url_refusal(env_url):
+        raise WordleServerError(refusal)
     parsed = urllib.parse.urlparse(env_url)
-    if parsed.scheme not in ("http", "https", "ws", "wss") or not parsed.hostname:
-        raise WordleServerError(f"--env-url must be an http(s) URL or 'local', got {env_url!r}")
     port = parsed.port or (443 if parsed.scheme in ("https", "wss") else 80)
     try:
         socket.create_connection((parsed.hostname, port), timeout=timeout_s).close()
     except OSError as error:
         raise WordleServerError(f"cannot reach the Wordle server at {env_url}: {error}\n{SERVER_REMEDIES}") from None
+
+
+def env_url_refusal(env_url: str) -> str | None:
+    """Why `env_url` names no server (not 'local', an http(s) URL with a port from 1 to 65535), in one
+    line; None where it may name one. Read from the text alone: the dry run refuses what the run would."""
+    if env_url == LOCAL:
+        return None
+    parsed = urllib.parse.urlparse(env_url)
+    if parsed.scheme not in ("http", "https", "ws", "wss") or not parsed.hostname:
+        return f"--env-url must be an http(s) URL or 'local', got {env_url!r}"
+    try:
+        port = parsed.port  # urllib reads the port only when asked, and raises for one it cannot take
+    except ValueError:
+        port = -1
+    if port is not None and not 1 <= port <= 65535:
+        given = parsed.netloc.rpartition(":")[2]
+        placeholder = " (docs/full.md's PORT stands for the server's port)" if given == "PORT" else ""
+        return f"--env-url {env_url}: the port must be a whole number from 1 to 65535, got {given!r}{placeholder}"
+    return None
+
+
+def openenv_refusal(env_url: str, timeout_s: float = 3.0) -> str | None:
+    """Why the server at `env_url` is no OpenEnv server, where it says so itself: it answers OpenEnv's
+    GET /health with anything but OpenEnv's {"status": "healthy"} (a web page, a 404, not HTTP at all).
+    None where it is one, or cannot tell (no answer in time)."""
+    import http.client
+    import urllib.error
+    import urllib.request
+
+    parsed = urllib.parse.urlparse(env_url)
+    scheme = {"ws": "http", "wss": "https"}.get(parsed.scheme, parsed.scheme)
+    url = parsed._replace(scheme=scheme).geturl().rstrip("/") + "/health"
+    # Through the environment's proxy, as OpenEnv's client connects, except to this machine (it bypasses it).
+    local = parsed.hostname in ("localhost", "127.0.0.1", "::1")
+    opener = urllib.request.build_opener(*([urllib.request.ProxyHandler({})] if local else []))
+    try:
+        with opener.open(url, timeout=timeout_s) as response:
+            answer = json.loads(response.read(4096))
+    except urllib.error.HTTPError as error:
+        said = f"HTTP {error.code} {error.reason}"
+    except http.client.RemoteDisconnected:  # closed without a word: a server in trouble, cannot tell
+        return None
+    except (ValueError, http.client.BadStatusLine) as error:  # not JSON, or not HTTP at all
+        said = f"not OpenEnv's answer ({type(error).__name__})"
+    except (OSError, http.client.HTTPException):  # no answer in time, or the connection refused: cannot tell
+        return None
+    else:
+        if isinstance(answer, dict) and "status" in answer:
+            return None
+        said = "JSON, but not OpenEnv's health status"
+    return (
+        f"--env-url {env_url} answers, but is no OpenEnv server: GET {url} gave {said}. --env-url takes an "
+        "OpenEnv Wordle server's URL (uvicorn textarena_env.server.app:app, or the Space's), or local (the default)"
+    )
+
+
+def check_openenv_server(env_url: str) -> None:
+    """check_server_reachable, then that what answers is an OpenEnv server: what the CPU scales ask
+    before minutes of pre-training, leaving the sessions to run_full's preflight."""
+    check_server_reachable(env_url)
+    if env_url != LOCAL and (refusal := openenv_refusal(env_url)):
+        raise WordleServerError(refusal)
 
 
 def preflight_failure_kind(error: BaseException) -> str:
@@ -467,13 +529,17 @@ def preflight(env_url: str, sessions: int, stall_s: float | None = None) -> tupl
             failures.append(answer)
     if held < len(opened):
         pending, untried = taken - held - len(failures), len(opened) - taken
-        reason, kinds = None, {preflight_failure_kind(f) for f in failures}
+        reason, not_openenv, kinds = None, None, {preflight_failure_kind(f) for f in failures}
         if env_url != LOCAL and "other" in kinds and "capacity" not in kinds:
             if not any(isinstance(f, NOT_TRANSIENT) for f in failures):
                 reason = server_refusal(env_url)  # asked while the answered sessions are still held
+                # A failure whose reason is lost, from a server that is no OpenEnv server: not a capacity matter.
+                not_openenv = openenv_refusal(env_url) if reason is None else None
         for index, session in enumerate(opened):
             if answered[index]:  # answered: safe to close; a pending one is left to its daemon thread
                 session.close()
+        if not_openenv:
+            raise WordleServerError(not_openenv)
         for failure in failures:
             if isinstance(failure, NOT_TRANSIENT) or env_url == LOCAL:
                 raise failure  # the code or the install, not the server's capacity

@@ -2,9 +2,12 @@
 from its newest *complete* checkpoint; Ctrl-C and a closed pipe end any mode in one line or quietly;
 the wrong Python is told which to use; the dry run refuses exactly what the run would."""
 
+import errno
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -362,6 +365,16 @@ REFUSED = [
     (["--warm-start-games", "-1"], "--warm-start-games must be a whole number >= 0 (0: no warm start), got -1"),
     (["--num_generations", "0"], "--num_generations must be a whole number >= 2"),  # was a ZeroDivisionError
     (["--use_peft", "false"], "--use_peft false (full fine-tuning) does not fit tier t1"),  # the run's refusal
+    # docs/full.md's own placeholder, pasted as is, and a port no server has: a ValueError traceback before
+    (
+        ["--env-url", "http://127.0.0.1:PORT"],
+        "--env-url http://127.0.0.1:PORT: the port must be a whole number from 1 to 65535, got 'PORT' (docs/full.md's",
+    ),
+    (["--env-url", "http://127.0.0.1:65536"], "the port must be a whole number from 1 to 65535, got '65536'"),
+    # The CPU scales bring their own model: another one named would be silently replaced.
+    (["--tiny", "--model_name_or_path", "gpt2"], "--model_name_or_path gpt2: --tiny builds its own tiny Qwen3"),
+    (["--smollm2", "--model", "gpt2"], "--model_name_or_path gpt2: --smollm2 runs SmolLM2-135M-Instruct"),
+    (["--tiny", "--model_revision", "abc"], "--model_revision abc: --tiny builds its own tiny Qwen3"),
 ]
 
 
@@ -404,11 +417,332 @@ def test_the_dry_run_passes_what_the_run_takes(flags, no_model_load, tmp_path):
         run_cli(*common)
 
 
+@pytest.mark.parametrize(
+    "made, says",
+    [
+        ("a file", "--output_dir {folder} is a file, not a folder: pass another --output_dir"),
+        ("under a file", "--output_dir {folder}: {parent} is a file, not a folder: pass another --output_dir"),
+    ],
+)
+def test_an_output_folder_the_run_cannot_write_is_refused_before_the_game_or_a_model(
+    made, says, tmp_path, no_model_load
+):
+    """Refused by the run (it was a traceback after the model load); the dry run, made before booking the
+    machine that will write it, does not look at this machine's folders."""
+    (tmp_path / "taken").write_text("a user's")
+    folder = tmp_path / "taken" if made == "a file" else tmp_path / "taken" / "run"
+    common = ["--full", "--vllm-mode", "none", "--output_dir", str(folder)]
+    result = run_cli(*common)
+    assert result.returncode == 1 and not result.stdout and TRACEBACK not in result.stderr
+    assert result.stderr.strip().splitlines() == [says.format(folder=folder, parent=tmp_path / "taken")]
+    assert sorted(os.listdir(tmp_path)) == ["taken"] and (tmp_path / "taken").read_text() == "a user's"
+    assert run_cli(*common, "--dry-run").returncode == 0
+
+
+def test_an_output_folder_nothing_can_be_written_in_is_refused(tmp_path, monkeypatch, no_model_load):
+    """As on a read-only disk (root may write where the permissions say no: the write is made to fail)."""
+    import tempfile
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", read_only)
+    result = run_cli("--full", "--vllm-mode", "none", "--output_dir", str(tmp_path / "run"))
+    assert result.returncode == 1 and TRACEBACK not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"--output_dir {tmp_path / 'run'}: nothing can be written in {tmp_path} (Read-only file system): pass another "
+        "--output_dir"
+    ]
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "flags", [["--full", "--vllm-mode", "none", "--dry-run"], ["--rehearse"]], ids=["full", "rehearse"]
+)
+def test_a_config_file_that_is_not_utf8_is_one_line(flags, tmp_path):
+    (tmp_path / "latin1.yaml").write_bytes("beta: 0.0  # réglé\n".encode("latin-1"))  # é is byte 0xe9 there
+    result = run_cli(*flags, "--config", str(tmp_path / "latin1.yaml"))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and TRACEBACK not in result.stderr, result.stderr
+    assert lines[0].endswith(
+        f"error: {tmp_path / 'latin1.yaml'} is not UTF-8 text (byte 0xe9 at offset 14): save it as UTF-8"
+    )
+
+
+@pytest.mark.parametrize("flags", [["--config"], ["--tier"], ["--vllm-mode", "none", "--config"]])
+def test_a_flag_of_full_with_no_value_is_one_line_not_a_usage_block(flags):
+    """--full reads a few flags before TRL's parser (the CUDA refusal, the tier): their parsers said
+    nothing of their own before TRL's one line (a 5-line usage block)."""
+    result = run_cli("--full", *flags)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and "usage:" not in result.stderr, result.stderr
+    assert lines[0].startswith("env_rollout.py --full: error: ") and flags[-1] in lines[0]
+
+
+def test_show_mask_refuses_a_seed_numpy_cannot_take_before_any_work():
+    import modes
+    from labkit import command_line
+
+    result = run_cli("--show-mask", "--seed", str(2**32))
+    assert result.returncode == 2 and not result.stdout
+    assert result.stderr.strip().splitlines() == [
+        "env_rollout.py --show-mask: error: argument --seed: must be a whole number from 0 to 4294967295 (numpy's "
+        "seeds), got 4294967296"
+    ]
+    _, config = command_line.parse(["--show-mask", "--seed", str(2**32 - 1)], modes.config_class_of)
+    assert config.seed == 2**32 - 1  # the last seed numpy takes is taken
+
+
+@pytest.mark.parametrize(
+    "name, says",
+    [
+        ("a" * 252 + ".png", "this file cannot be written (File name too long)"),  # 256 bytes: over most file systems'
+        ("no-such-folder/curve.png", "the folder {tmp_path}/no-such-folder does not exist"),
+        ("a-folder.png", "is a folder: name a file in it"),
+    ],
+    ids=["a name over 255 bytes", "a folder that does not exist", "a folder"],
+)
+def test_a_plot_name_the_file_system_cannot_take_is_refused_before_the_run(name, says, tmp_path):
+    """It failed after the whole run (minutes, at --learn); now refused with the flags, nothing made."""
+    pytest.importorskip("matplotlib")
+    (tmp_path / "a-folder.png").mkdir()
+    result = run_cli("--smoke", "--plot", str(tmp_path / name))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and not result.stdout and len(lines) == 1, result.stderr
+    assert (
+        lines[0].startswith(f"env_rollout.py --smoke: error: --plot {tmp_path / name}")
+        and says.format(tmp_path=tmp_path) in lines[0]
+    )
+    assert os.listdir(tmp_path) == ["a-folder.png"] and os.listdir(tmp_path / "a-folder.png") == []
+
+
 def test_the_cpu_modes_refuse_a_batch_of_zero_by_their_own_flag_name():
     result = run_cli("--rehearse", "--rollouts-per-step", "0")
     assert result.returncode == 2 and result.stderr.strip().endswith(
         "--per_device_train_batch_size (--rollouts-per-step) must be a whole number >= 1, got 0"
     ), result.stderr
+
+
+# --- servers: a URL that answers but is no OpenEnv server, the server asked before the CPU scales' work ---
+
+
+@pytest.fixture
+def web_page_server():
+    """An HTTP server that is no OpenEnv server: 404 to every path, /health and /ws included."""
+    import http.server
+    import threading
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_error(404)
+
+        def log_message(self, *args):
+            pass  # quiet
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_url_that_answers_but_is_no_openenv_server_is_told_so_not_advised_on_capacity(monkeypatch, web_page_server):
+    from labkit import wordle_sessions as sessions
+
+    pytest.importorskip("textarena_env", reason="make test installs OpenEnv's TextArena client")
+    monkeypatch.setattr(sessions, "SERVER_BACKOFF_S", 0.01)
+    monkeypatch.setattr(sessions, "PARKED_CLIENTS", {})
+    said = (
+        f"--env-url {web_page_server} answers, but is no OpenEnv server: GET {web_page_server}/health gave HTTP 404 "
+        "Not Found. --env-url takes an OpenEnv Wordle server's URL"
+    )
+    with pytest.raises(sessions.WordleServerError) as refused:
+        sessions.preflight(web_page_server, 4)
+    assert str(refused.value).startswith(said) and len(str(refused.value).splitlines()) == 1
+    assert "MAX_CONCURRENT_ENVS" not in str(refused.value) and "capacity" not in str(refused.value)
+    with pytest.raises(sessions.WordleServerError, match="^" + re.escape(said)):
+        sessions.check_openenv_server(web_page_server)  # what the CPU scales ask before their long work
+
+
+def test_an_openenv_servers_health_passes(monkeypatch):
+    """OpenEnv's own answer to GET /health passes; no answer at all cannot tell, and passes too (the
+    preflight then says what it found)."""
+    import http.server
+    import threading
+
+    from labkit import wordle_sessions as sessions
+
+    class Healthy(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b'{"status": "healthy"}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Healthy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert sessions.openenv_refusal(f"http://127.0.0.1:{server.server_address[1]}") is None
+    finally:
+        server.shutdown()
+        server.server_close()
+    silent = socket.socket()  # takes the connection, never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(1)
+    try:
+        assert sessions.openenv_refusal(f"http://127.0.0.1:{silent.getsockname()[1]}", timeout_s=0.3) is None
+    finally:
+        silent.close()
+
+
+@pytest.mark.parametrize("server", ["closed", "web page"])
+def test_the_cpu_scales_ask_the_server_before_pre_training(server, tmp_path, tiny_without_training, web_page_server):
+    """--full --tiny --env-url URL: the server is asked before the tiny model's pre-training (minutes),
+    not after it; nothing is made."""
+    if server == "closed":
+        closed = socket.socket()
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        closed.close()  # nothing listens there now
+    else:
+        url = web_page_server
+    result = run_cli("--full", "--tiny", "--env-url", url, "--output-dir", str(tmp_path / "tiny"))
+    said = "cannot reach the Wordle server at" if server == "closed" else "answers, but is no OpenEnv server"
+    assert result.returncode == 1 and said in result.stderr and TRACEBACK not in result.stderr, result.stderr
+    assert not tiny_without_training and not (tmp_path / "tiny").exists()
+
+
+# --- --check: an import that never ends, a file named like a standard module --------------------------
+
+
+def test_check_gives_an_import_that_never_ends_a_time_limit(tmp_path):
+    """A student's file that waits (or loops) at import: a FAIL line after the time limit, not a hang."""
+    import io
+
+    import broken_envs
+
+    import env_check
+
+    (tmp_path / "waits_at_import.py").write_text(
+        f"import sys\nsys.path.insert(0, {os.path.join(ROOT, 'tests')!r})\n"
+        "import broken_envs\nbroken_envs.HangingEnv.release.wait()\n"
+    )
+    broken_envs.HangingEnv.release.clear()
+    stream = io.StringIO()
+    try:
+        status = env_check.run_check(f"{tmp_path / 'waits_at_import.py'}:Env", 1, stream, call_timeout_s=0.5)
+    finally:
+        broken_envs.HangingEnv.release.set()  # the import then ends, on the check's own daemon thread
+    lines = stream.getvalue().splitlines()
+    assert status == 1 and len(lines) == 3 and lines[2].startswith("check: 0 PASS, 0 WARN, 1 FAIL"), lines
+    assert lines[1].startswith(
+        f"FAIL  target: importing {tmp_path / 'waits_at_import.py'} did not finish within 0.5 s: something it runs"
+    )
+
+
+def test_check_names_a_file_named_like_a_standard_module_beside_the_environment(tmp_path):
+    """A json.py beside the student's environment: the check imported json before, but a training script
+    in that folder would import the student's file in its place."""
+    import io
+
+    import env_check
+
+    (tmp_path / "json.py").write_text("")
+    (tmp_path / "student_env.py").write_text(
+        f"import sys\nsys.path.insert(0, {os.path.join(ROOT, 'tests')!r})\n"
+        "from broken_envs import CleanEnv\nclass StudentEnv(CleanEnv):\n    pass\n"
+    )
+    stream = io.StringIO()
+    assert env_check.run_check(f"{tmp_path / 'student_env.py'}:StudentEnv", 1, stream) == 0
+    assert (
+        f"WARN  target: {tmp_path / 'json.py'}: named like Python's standard module json, imported in its place by a "
+        "training script run from this folder"
+    ) in stream.getvalue()
+
+
+def test_check_blames_the_shadowing_file_not_a_missing_transformers(monkeypatch):
+    """An import inside transformers that failed on a student's decimal.py (what a shadowed module
+    looks like), as the check's tools step meets it: the file is named, not `pip install transformers`."""
+    import io
+
+    import env_check
+
+    shadow = "/home/student/decimal.py"
+    failed = ImportError(f"cannot import name 'Decimal' from 'decimal' ({shadow})", name="decimal", path=shadow)
+
+    def tools_failing(report, instance):
+        raise failed
+
+    monkeypatch.setattr(env_check, "check_tools", tools_failing)
+    stream = io.StringIO()
+    assert env_check.run_check("broken_envs:CleanEnv", 1, stream) == 1
+    (line,) = [line for line in stream.getvalue().splitlines() if line.startswith("FAIL")]
+    assert "pip install transformers" not in line
+    assert line.endswith(
+        f"{shadow} is named like Python's standard module decimal, and is imported in its place (its folder comes "
+        "first on sys.path), by the libraries too. Fix: rename it."
+    )
+
+
+# --- a full disk ----------------------------------------------------------------------------------------
+
+
+def test_a_full_disk_is_named_in_one_line_with_what_is_kept(tmp_path, monkeypatch):
+    import env_rollout
+
+    folder = tmp_path / "run"
+    kept = checkpoint(folder, 3)
+    writing = folder / "checkpoint-4" / "optimizer.pt"
+
+    def disk_fills_while_saving(settings, args, model_args, trainer_class=None):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(writing))  # what the write raised
+
+    monkeypatch.setattr(env_rollout, "run_full", disk_fills_while_saving)
+    result = run_cli("--full", "--vllm-mode", "none", "--resume", "--output_dir", str(folder))
+    assert result.returncode == 1 and TRACEBACK not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"--full stopped by a full disk (No space left on device, writing {writing}): the run in {folder} is kept, "
+        f"up to {kept}. Free space on it, then continue with --resume."
+    ]
+
+    def plot_fills_the_disk(config):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "curve.png")
+
+    monkeypatch.setattr(env_rollout, "run_smoke", plot_fills_the_disk)
+    result = run_cli("--smoke")
+    assert result.returncode == 1 and result.stderr.strip().splitlines() == [
+        "--smoke stopped by a full disk (No space left on device, writing curve.png): nothing was kept; free space "
+        "on it, then run it again"
+    ]
+
+
+def test_torchs_writer_failing_on_a_full_disk_is_taken_as_one(tmp_path, monkeypatch):
+    """torch.save says only 'unexpected pos' where a disk is full (measured on /dev/full): a full disk
+    where the run's folder has no room left, and not otherwise."""
+    import collections
+    import shutil
+
+    from labkit import runs
+
+    try:
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+    except RuntimeError as error:
+        torch_failed = error
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda folder: usage(10**9, 10**9, 0))
+    assert runs.disk_full(torch_failed, [str(tmp_path)]) == f"No space left on device, writing in {tmp_path}"
+    monkeypatch.setattr(shutil, "disk_usage", lambda folder: usage(10**9, 0, 10**9))
+    assert runs.disk_full(torch_failed, [str(tmp_path)]) is None
+    assert runs.disk_full(RuntimeError("something else"), [str(tmp_path)]) is None
+    try:
+        raise RuntimeError("saving failed") from OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    except RuntimeError as error:
+        assert runs.disk_full(error, []) == "No space left on device"  # found in what caused it
 
 
 # --- a real run, stopped by Ctrl-C during GRPO and resumed to its end ------------------------------------
