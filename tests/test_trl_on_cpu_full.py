@@ -3,10 +3,13 @@ as a complete restart point (an interrupted run, resumed, trains on the same pro
 was never interrupted)."""
 
 import dataclasses
+import json
 import re
+import subprocess
+import sys
 
 import pytest
-from conftest import run_script
+from conftest import ROOT, run_script
 
 import env_rollout
 from env_rollout import EVAL_FIRST_SEED, WordleEnv, WordleSettings, run_full
@@ -88,6 +91,21 @@ def test_full_tiny_end_to_end(tmp_path):
     figure = tmp_path / "tiny" / "run" / "grpo_steps.png"
     assert re.search(rf"^figure of the 3 GRPO steps \(.*\): {re.escape(str(figure))}$", out, re.M)
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The same steps as text, a line each, under their header; the run's folder gives them back.
+    run = str(tmp_path / "tiny" / "run")
+    table = out.split(f"GRPO steps (python -m labkit.plots {run} reads them again):\n", 1)[1].splitlines()[:4]
+    assert table[0].split()[:3] == ["step", "reward", "zero_std"] and [row.split()[0] for row in table[1:]] == [
+        "1",
+        "2",
+        "3",
+    ]
+    again = subprocess.run([sys.executable, "-m", "labkit.plots", run], capture_output=True, text=True, cwd=ROOT)
+    assert again.stdout.splitlines() == table, again.stderr
+    # The resumed run read back the held-out games its first run played before GRPO (runs.HELD_OUT_FILE).
+    assert set(json.loads((tmp_path / "tiny" / "run" / "held_out.json").read_text())["stages"]) == {
+        "before",
+        "after warm start",
+    }
 
 
 @pytest.mark.slow
