@@ -911,10 +911,17 @@ def wordle_rows(seeds: list[int]):
     return Dataset.from_list([{"prompt": prompt, "seed": seed} for seed in seeds])
 
 
-def evaluate_games(trainer) -> dict:
+def evaluate_games(trainer, stage: str) -> dict:
     """Play the held-out games through TRL's own evaluation (the same prompt, tools, chat template
-    and tool loop as training; one sampled game per seed) and read the figures it logged."""
+    and tool loop as training; one sampled game per seed) and read the figures it logged. A line before
+    and after: at the CPU scales the games take minutes, in one generation batch that TRL's bar counts as one."""
+    started = time.perf_counter()
+    games = len(trainer.eval_dataset) if trainer.eval_dataset is not None else 0
+    if trainer.accelerator.is_main_process:
+        print(f"held-out games ({stage}): playing {games}...", flush=True)
     trainer.evaluate()
+    if trainer.accelerator.is_main_process:
+        print(f"held-out games ({stage}): {games} played in {time.perf_counter() - started:.0f} s", flush=True)
     logged = trainer.state.log_history[-1]
     shown = ("solve_rate", "invalid_move_rate", "valid_guesses", "valid_guess_made")
     return {name: logged[f"eval_rewards/{name}/mean"] for name in shown}
@@ -929,7 +936,7 @@ def held_out_stage(trainer, stage: str, settings, args) -> dict:
     saved = runs.saved_held_out(args.output_dir, settings.eval_games) if settings.resume else {}
     if stage in saved:
         return saved[stage]
-    figures = evaluate_games(trainer)
+    figures = evaluate_games(trainer, stage)
     if trainer.accelerator.is_main_process:
         runs.save_held_out(args.output_dir, settings.eval_games, stage, figures)
     return figures
@@ -1048,7 +1055,7 @@ def run_full(settings: WordleSettings, args, model_args, trainer_class=None) -> 
     except KeyboardInterrupt:  # improvement 5: a checkpoint every save_steps, and --resume
         last = runs.last_complete_checkpoint(args.output_dir) or "none yet"
         raise runs.Interrupted(f"interrupted; last checkpoint: {last}. Continue with --resume.") from None
-    evaluations["after GRPO"] = evaluate_games(trainer) if eval_dataset else None
+    evaluations["after GRPO"] = evaluate_games(trainer, "after GRPO") if eval_dataset else None
     trainer.save_model(args.output_dir)
     if trainer.accelerator.is_main_process:
         what = "LoRA adapter (merge with peft's merge_and_unload)" if model_args.use_peft else "model"

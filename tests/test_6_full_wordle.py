@@ -434,7 +434,7 @@ def test_only_the_scripts_own_import_error_becomes_one_line(monkeypatch):
     assert modes.main(["--smoke"]) == 1
 
 
-def test_a_resumed_run_reads_the_held_out_stages_it_played_instead_of_playing_them_again(tmp_path):
+def test_a_resumed_run_reads_the_held_out_stages_it_played_instead_of_playing_them_again(tmp_path, capsys):
     """--resume at the CPU scales replays no held-out game the first run already played (16 games cost
     minutes there): a stage saved on the same number of games is read back; another count, a stage not
     saved yet, or a run that is not resumed, plays them."""
@@ -444,6 +444,7 @@ def test_a_resumed_run_reads_the_held_out_stages_it_played_instead_of_playing_th
 
     class Trainer:
         accelerator = types.SimpleNamespace(is_main_process=True)
+        eval_dataset = [{}] * 16
 
         def __init__(self):
             self.state, self.played = types.SimpleNamespace(log_history=[]), 0
@@ -457,6 +458,10 @@ def test_a_resumed_run_reads_the_held_out_stages_it_played_instead_of_playing_th
     first, fresh = Trainer(), env_rollout.WordleSettings(eval_games=16)
     before = env_rollout.held_out_stage(first, "before", fresh, args)
     assert first.played == 1 and before["solve_rate"] == 0.1
+    assert capsys.readouterr().out.splitlines() == [
+        "held-out games (before): playing 16...",
+        "held-out games (before): 16 played in 0 s",
+    ]  # a line before and after: the games take minutes at the CPU scales
     assert runs.saved_held_out(str(tmp_path), 16) == {"before": before}
     resumed, again = Trainer(), env_rollout.WordleSettings(eval_games=16, resume=True)
     assert env_rollout.held_out_stage(resumed, "before", again, args) == before and resumed.played == 0

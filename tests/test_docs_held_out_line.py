@@ -22,8 +22,13 @@ def figure_names() -> list[str]:
     from env_rollout import LOGGED_METRICS
 
     logged = {f"eval_rewards/{metric.__name__}/mean": 0.0 for metric in LOGGED_METRICS}
-    trainer = types.SimpleNamespace(evaluate=lambda: None, state=types.SimpleNamespace(log_history=[logged]))
-    return list(evaluate_games(trainer))
+    trainer = types.SimpleNamespace(
+        evaluate=lambda: None,
+        state=types.SimpleNamespace(log_history=[logged]),
+        eval_dataset=[{}] * 8,
+        accelerator=types.SimpleNamespace(is_main_process=True),
+    )
+    return list(evaluate_games(trainer, "before"))
 
 
 def held_out_line_pattern() -> re.Pattern:
