@@ -201,7 +201,9 @@ def test_the_grpo_steps_read_as_text_from_the_run_and_again_from_its_checkpoint(
         checkpoint.mkdir(parents=True)
         (checkpoint / "adapter_model.safetensors").write_bytes(b"weights")
         (checkpoint / "trainer_state.json").write_text(json.dumps(state) if state else "{", encoding="utf-8")
-    read = subprocess.run([sys.executable, "-m", "labkit.plots", str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
+    read = subprocess.run(
+        [sys.executable, "-m", "labkit.plots", str(tmp_path)], capture_output=True, text=True, cwd=ROOT
+    )
     assert read.returncode == 0, read.stderr
     assert read.stdout.splitlines() == lines[1:]
     empty = subprocess.run([sys.executable, "-m", "labkit.plots", str(tmp_path / "run" / "checkpoint-3")],
