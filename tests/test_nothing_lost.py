@@ -222,11 +222,22 @@ def test_ctrl_c_in_the_tiny_pre_training_leaves_no_model_and_nothing_to_resume(t
 # --- Ctrl-C and a closed pipe, in any mode ---------------------------------------------------------
 
 
+def ctrl_c_as_in_a_terminal():
+    """In the child before it starts: SIGINT's default action. A suite started in the background (`make test
+    &`, nohup) hands its children SIGINT ignored, and Python then leaves it ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupted(command: list[str], ready, timeout: float = 120):
     """Run `command` from the repository root, press Ctrl-C (SIGINT) at the first stdout line that
     `ready` takes as a sign that it is under way, and return (exit status, stdout, stderr)."""
     process = subprocess.Popen(
-        [sys.executable, *command], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, *command],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=ctrl_c_as_in_a_terminal,
     )
     try:
         seen = ""
@@ -757,7 +768,12 @@ def test_a_tiny_run_stopped_by_ctrl_c_resumes_to_its_end_without_pre_training_ag
     # pipe and block the run on its next write.
     with open(tmp_path / "out.txt", "w+") as out_file, open(tmp_path / "err.txt", "w+") as err_file:
         process = subprocess.Popen(
-            [sys.executable, "env_rollout.py", *flags], cwd=ROOT, stdout=out_file, stderr=err_file, text=True
+            [sys.executable, "env_rollout.py", *flags],
+            cwd=ROOT,
+            stdout=out_file,
+            stderr=err_file,
+            text=True,
+            preexec_fn=ctrl_c_as_in_a_terminal,
         )
         try:
             state = folder / "run" / "checkpoint-1" / "trainer_state.json"
