@@ -11,9 +11,8 @@ import dataclasses
 import importlib.util
 import os
 import sys
-import tempfile
 
-from labkit import ranges
+from labkit import ranges, runs
 
 MODES = ("smoke", "full", "rehearse", "learn", "show-mask", "check")  # --check last: it takes a value
 
@@ -234,11 +233,8 @@ def plot_path(path: str) -> str:
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise ValueError(f"--plot {path}: the folder {folder} does not exist")
-    try:  # a file made and removed at once: os.access says yes to root where nothing can be written (/proc)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as error:
-        raise ValueError(f"--plot {path}: nothing can be written in the folder {folder} ({error.strerror})") from None
+    if why := runs.unwritable(folder):
+        raise ValueError(f"--plot {path}: nothing can be written in the folder {folder} ({why})")
     if os.path.isdir(path):
         raise ValueError(f"--plot {path} is a folder: name a file in it, like {os.path.join(path, 'curve.png')}")
     try:  # the file itself: whether the file system takes its name (most take at most 255 bytes)

@@ -96,11 +96,18 @@ def folder_refusal(folder: str, flag: str) -> str | None:
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
         return f"{flag} {folder}: {existing} is a file, not a folder: pass another {flag}"
+    if why := unwritable(existing):
+        return f"{flag} {folder}: nothing can be written in {existing} ({why}): pass another {flag}"
+    return None
+
+
+def unwritable(folder: str) -> str | None:
+    """Why no file can be written in the existing `folder` (the system's words), or None where one can."""
     try:  # a file made and removed at once: os.access says yes to root where nothing can be written (/proc)
-        with tempfile.TemporaryFile(dir=existing):
+        with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as error:
-        return f"{flag} {folder}: nothing can be written in {existing} ({error.strerror}): pass another {flag}"
+        return error.strerror
     return None
 
 
