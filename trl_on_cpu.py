@@ -54,7 +54,7 @@ from labkit.offline_tokenizers import (
     qwen_ranks_path,
     train_bpe_tokenizer,
 )
-from labkit.plots import plot_curve
+from labkit.plots import plot_curve, plot_episode_by_weight
 from labkit.recipes import grpo_config, parse_cpu_mode, recipe_layer
 from labkit.trl_glue import (
     build_grpo_trainer,
@@ -1063,6 +1063,9 @@ class ShowMaskConfig:
         at_most=2**32 - 1,
         note=" (numpy's seeds)",
     )
+    plot: str | None = option(
+        None, "draw the episode split by tool_mask to this PNG (needs matplotlib)", metavar="PATH"
+    )
 
 
 def mask_runs(completion_ids: list[int], tool_mask: list[int]) -> list[tuple[int, list[int]]]:
@@ -1218,6 +1221,14 @@ def run_show_mask(config: ShowMaskConfig) -> dict:
         f"mask: one Wordle episode from TRL's batch, {length} completion tokens (Qwen3's tokenizer): "
         f"{trained} trained, {masked} masked"
     )
+    if config.plot:
+        shown = [
+            (bool(mask), tokenizer.decode(ids, skip_special_tokens=False), f"{len(ids)} tokens, tool_mask {mask}")
+            for mask, ids in runs
+        ]
+        title = f"One Wordle episode from TRL's batch: blue trained ({trained} tokens), grey masked ({masked})"
+        plot_episode_by_weight(config.plot, shown, title)
+        print(f"plot: {config.plot}")
     return {"trained": trained, "masked": masked, "runs": runs}
 
 

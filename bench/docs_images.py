@@ -22,6 +22,7 @@ import torch  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import env_rollout  # noqa: E402 (found above)
+from labkit.plots import plot_episode_by_weight  # noqa: E402
 
 IMAGES = os.path.join(ROOT, "docs", "images")
 
@@ -54,21 +55,13 @@ def advantages(path: str) -> None:
 def trace(path: str) -> None:
     """The smoke lesson's episode (the one --smoke prints), each entry a box coloured by its loss weight."""
     result = env_rollout.train_tabular_grpo(env_rollout.SmokeConfig())
-    entries = result["lesson_group"][2]
-    figure, axes = plt.subplots(figsize=(9, 0.7 * len(entries) + 0.8))
-    for row, entry in enumerate(entries):
-        y = len(entries) - 1 - row
-        colour = "tab:blue" if entry.weight else "lightgrey"
-        text = entry.text if len(entry.text) < 70 else entry.text[:67] + "..."
-        axes.barh(y, 1, color=colour, height=0.8)
-        axes.text(0.01, y, f"{entry.role}: {text}", va="center", fontsize=9)
-        axes.text(1.01, y, f"weight {entry.weight}", va="center", fontsize=9)
-    axes.set(xlim=(0, 1.15), yticks=[], xticks=[],
-             title="One smoke episode as the loss reads it: blue in the loss (the policy's calls), grey masked")  # fmt: skip
-    axes.axis("off")
-    figure.tight_layout()
-    figure.savefig(path)
-    plt.close(figure)
+    rows = [
+        (bool(entry.weight), f"{entry.role}: {entry.text}", f"weight {entry.weight}")
+        for entry in result["lesson_group"][2]
+    ]
+    plot_episode_by_weight(
+        path, rows, "One smoke episode as the loss reads it: blue in the loss (the policy's calls), grey masked"
+    )
 
 
 FIGURES = {

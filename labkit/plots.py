@@ -107,6 +107,30 @@ def plot_grpo_steps(path: str, log_history: list[dict], title: str) -> int:
     return len(steps)
 
 
+def plot_episode_by_weight(path: str, rows: list[tuple[bool, str, str]], title: str) -> None:
+    """An episode as the loss reads it, a row per piece: (in the loss, its text, a note at its right),
+    blue where the loss trains it, grey where it weighs 0. Long text is cut to a line (the page or the
+    terminal has it whole)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(9, 0.45 * len(rows) + 0.9))
+    for row, (trained, text, note) in enumerate(rows):
+        y = len(rows) - 1 - row
+        shown = " ".join(text.split())  # a row is one line
+        shown = (shown if len(shown) < 80 else shown[:77] + "...").replace("$", r"\$")  # "$": not mathtext
+        axes.barh(y, 1, color="tab:blue" if trained else "lightgrey", height=0.8)
+        axes.text(0.01, y, shown, va="center", fontsize=8, color="white" if trained else "black")
+        axes.text(1.01, y, note, va="center", fontsize=8)
+    axes.set(xlim=(0, 1.2), ylim=(-0.6, len(rows) - 0.4), title=title)
+    axes.axis("off")
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         raise SystemExit("usage: python -m labkit.plots FOLDER (a --full run's output folder)")

@@ -58,7 +58,8 @@ def show_mask_runs(tmp_path_factory):
     if os.path.isdir(os.path.join(WORDLE_KIT, "nltk_data")):
         for exported in ("NLTK_DATA", "TEXTARENA_DOWNLOAD_NLTK"):
             environment.pop(exported, None)
-    runs = [run_script("--show-mask", timeout=600, env=environment) for _ in range(2)]
+    plot = str(tmp_path_factory.mktemp("plot") / "episode.png")  # the second run draws its episode too
+    runs = [run_script("--show-mask", *flags, timeout=600, env=environment) for flags in ([], ["--plot", plot])]
     for result in runs:
         assert result.returncode == 0, result.stderr[-3000:]
     return runs, environment["XDG_CACHE_HOME"]
@@ -151,7 +152,9 @@ def test_a_second_run_reuses_the_tiny_model_and_shows_the_same_episode(show_mask
     assert os.path.basename(folder) in kept and not [name for name in kept if name.startswith(".building")]
     # From the episode on, the same output: the reused model is the one the first run pre-trained.
     episode = [line.startswith("episode:") for line in first.stdout.splitlines()].index(True)
-    assert first.stdout.splitlines()[episode:] == second.stdout.splitlines()[episode:]
+    *shown, plotted = second.stdout.splitlines()[episode:]
+    assert first.stdout.splitlines()[episode:] == shown
+    assert plotted.startswith("plot: ") and open(plotted[len("plot: ") :], "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     assert "pre-training on the Wordle tool-call format" in first.stderr  # its progress, on stderr
     assert "pre-training on the Wordle tool-call format" not in second.stderr
 
