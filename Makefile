@@ -34,6 +34,9 @@
 #   make bench-cli  how fast the command line refuses what cannot run (a dead server, no CUDA) and --check
 #   make bench-tokens  Wordle's token budget on Qwen3's tokenizer: the prompt, each turn, the longest episode
 #   make bench-gpu  peak GPU memory of tier t1 (on a CUDA machine)
+#   make bench-step  one GRPO step of --full --smollm2 by its parts (generation, the game, the loss, the
+#                    optimizer) against plain PyTorch's floor for the same work; WARM_START=RUN starts GRPO
+#                    from the warm start a run left, FLAGS='--bf16 true' adds flags to the run
 #   make gpu-pack   what an offline GPU node lacks for gpu-check (TRL, datasets, the Wordle kit, NLTK data,
 #                   Qwen3's tokenizer), in gpu-pack/, to copy there with the checkout
 #   make gpu-check  on that node: installs gpu-pack/ offline, then --full's figures (bench/gpu_check.py)
@@ -68,7 +71,7 @@ define install_torch
 endef
 
 .PHONY: smoke test test-slow test-all install rehearse learn rehearse-full rehearse-smollm2 learn-wordle bench-learn bench-warm-start lint clean
-.PHONY: test-latest constraints rehearse-vllm notebook-outputs bench bench-solver bench-cli bench-tokens bench-gpu gpu-pack gpu-check gpu-standin
+.PHONY: test-latest constraints rehearse-vllm notebook-outputs bench bench-solver bench-cli bench-tokens bench-gpu bench-step gpu-pack gpu-check gpu-standin
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -216,6 +219,9 @@ bench-solver: $(VENV)/.test
 
 bench-gpu: $(VENV)/.test
 	$(PY) bench/gpu_memory.py
+
+bench-step: $(VENV)/.test
+	$(PY) bench/grpo_step_bench.py $(if $(WARM_START),--warm-start $(WARM_START)) $(if $(FLAGS),--flags $(FLAGS))
 
 # The GPU check (bench/README.md). An offline GPU node has torch, transformers, peft and accelerate and
 # nothing else: gpu-pack packs the rest, and gpu-check installs it there into $(GPU_PACK)/site-packages,

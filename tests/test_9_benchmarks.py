@@ -134,3 +134,66 @@ def test_the_warm_start_bench_reads_each_runs_own_peak_memory(tmp_path):
     large_status, large_peak, small_status, small_out, small_peak = json.loads(result.stdout)
     assert (large_status, small_status, small_out) == (0, 3, "1\n"), result.stderr
     assert large_peak > 0.39 and small_peak < 0.2, (large_peak, small_peak)
+
+
+def load_bench(name: str):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "bench", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_step_bench_splits_a_step_into_parts_that_sum_to_it(monkeypatch):
+    """Each part's own seconds (a part inside another is taken out of the outer one), the rest the step's
+    remainder, so that the parts add up to the step; outside a step nothing is counted."""
+    bench = load_bench("grpo_step_bench")
+    clock = iter(range(100))
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: float(next(clock)))
+    monkeypatch.setattr(bench, "reset_peak_rss", lambda: None)
+    monkeypatch.setattr(bench, "peak_rss_kib", lambda: 2**20)
+    parts = bench.StepParts()
+    with parts.part("game"):  # t = 0, before any step (the warm start): not counted
+        pass
+    parts.begin_step()  # t = 1
+    with parts.part("generation"):  # 2 .. 5, with the game 3 .. 4 inside
+        with parts.part("game"):
+            pass
+    with parts.part("backward"):  # 6 .. 7
+        pass
+    parts.end_step()  # t = 8: a step of 7 s
+    (step,) = parts.steps
+    assert step["total"] == 7
+    assert step["seconds"]["game"] == 1 and step["seconds"]["backward"] == 1
+    assert step["seconds"]["generation"] == 2  # 3 s, less the game's 1 s inside it
+    assert step["seconds"]["rest"] == 3
+    assert sum(step["seconds"].values()) == step["total"]  # the rest: what no part took
+    assert set(step["peaks"]) >= {"game", "generation", "backward", "rest"}
+
+
+def test_the_step_bench_floor_forward_is_the_completions_log_probs():
+    """The floor's forward: each completion token's log-probability given everything before it, from
+    one forward over prompt + completion, as a token-by-token reading gives it."""
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from trl_on_cpu import TINY_QWEN3
+
+    bench = load_bench("grpo_step_bench")
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(Qwen3Config(vocab_size=50, **TINY_QWEN3))
+    prompt, completion = torch.randint(0, 50, (2, 5)), torch.randint(0, 50, (2, 4))
+    batch = {
+        "prompt_ids": prompt,
+        "prompt_mask": torch.ones_like(prompt),
+        "completion_ids": completion,
+        "completion_mask": torch.ones_like(completion),
+    }
+    with torch.no_grad():
+        got = bench.completion_log_probs(model, batch)
+        whole = torch.cat([prompt, completion], dim=1)
+        logits = model(input_ids=whole).logits.log_softmax(-1)
+        expected = torch.stack(
+            [logits[:, 5 + i - 1].gather(1, completion[:, i : i + 1]).squeeze(1) for i in range(4)], dim=1
+        )
+    assert got.shape == (2, 4)
+    torch.testing.assert_close(got, expected)
