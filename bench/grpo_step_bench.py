@@ -34,10 +34,10 @@ import collections
 import contextlib
 import copy
 import functools
+import json
 import os
 import re
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -317,24 +317,32 @@ def measure_floor(trainer, parts: StepParts, args) -> dict:
 
 
 def report(steps: list[dict], floor: dict) -> list[str]:
-    """The bench's lines: each part's median over the measured steps, the floor, the ratio."""
-    median = {part: statistics.median(step["seconds"].get(part, 0.0) for step in steps) for part in PARTS}
-    peaks = {part: max(step["peaks"].get(part, 0) for step in steps) / 2**20 for part in PARTS}
-    total = statistics.median(step["total"] for step in steps)
-    lines = [f"GRPO step (median of {len(steps)}): {total:.1f} s"]
-    lines += [f"  {part:<13} {median[part]:7.1f} s   peak {peaks[part]:.2f} GiB" for part in PARTS]
-    game = median["game"]
+    """The bench's lines: each part of every measured step, and the last step against its floor (the
+    floor replays the last step's own batches: a step's cost grows with its rollouts' length)."""
+    last = steps[-1]
+    totals = ", ".join(f"{step['total']:.1f}" for step in steps)
+    lines = [f"GRPO steps: {totals} s; the parts of each, and each part's peak:"]
+    for part in PARTS:
+        seconds = "  ".join(f"{step['seconds'].get(part, 0.0):7.1f}" for step in steps)
+        peak = max(step["peaks"].get(part, 0) for step in steps) / 2**20
+        lines.append(
+            f"  {part:<13} {seconds} s   peak {peak:.2f} GiB" if peak else f"  {part:<13} {seconds} s   (not run)"
+        )
+    game = last["seconds"].get("game", 0.0)
     floor_total = floor["generation"] + game + floor["loss forward + backward"] + floor["optimizer"]
+    trl_loss = last["seconds"].get("loss forward", 0.0) + last["seconds"].get("backward", 0.0)
+    tokens = floor["tokens"]
     lines += [
-        f"floor (plain PyTorch, the last step's batches): {floor_total:.1f} s",
-        f"  generation    {floor['generation']:7.1f} s   of it prefill {floor['prefill']:.1f} s "
-        f"({floor['tokens']['generate calls']} calls: {floor['tokens']['prompt tokens read']} prompt tokens read, "
-        f"{floor['tokens']['new tokens']} new)   peak {floor['peaks']['generation'] / 2**20:.2f} GiB",
+        f"floor of the last step (plain PyTorch, its own batches, this process): {floor_total:.1f} s",
+        f"  generation    {floor['generation']:7.1f} s   of it prefill {floor['prefill']:.1f} s ({tokens['generate calls']} "
+        f"calls: {tokens['prompt tokens read']} prompt tokens read, {tokens['new tokens']} new)   "
+        f"peak {floor['peaks']['generation'] / 2**20:.2f} GiB",
         f"  game          {game:7.1f} s   (its own floor)",
         f"  loss fwd+bwd  {floor['loss forward + backward']:7.1f} s   peak {floor['peaks']['loss'] / 2**20:.2f} GiB",
         f"  optimizer     {floor['optimizer']:7.1f} s",
-        f"step / floor: {total / floor_total:.2f}   (generation {median['generation'] / floor['generation']:.2f}, "
-        f"loss forward + backward {(median['loss forward'] + median['backward']) / floor['loss forward + backward']:.2f})",
+        f"step / floor (the last step): {last['total'] / floor_total:.2f}   (generation "
+        f"{last['seconds'].get('generation', 0.0) / floor['generation']:.2f}, loss forward + backward "
+        f"{trl_loss / floor['loss forward + backward']:.2f})",
     ]
     return lines
 
@@ -391,6 +399,9 @@ def main(argv=None) -> int:
             "blocks (trl.extras.profiling), which this bench reads: it was written on TRL 1.16"
         )
     print("\n".join(report(parts.steps, floors[-1])))
+    if bench.output_dir:  # the figures again, to read or compare later
+        with open(os.path.join(bench.output_dir, "step_parts.json"), "w", encoding="utf-8") as file:
+            json.dump({"steps": parts.steps, "floor": floors[-1], "flags": bench.flags}, file, indent=1)
     return 0
 
 
