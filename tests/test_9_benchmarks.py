@@ -197,3 +197,26 @@ def test_the_step_bench_floor_forward_is_the_completions_log_probs():
         )
     assert got.shape == (2, 4)
     torch.testing.assert_close(got, expected)
+
+
+def test_the_step_bench_sets_the_last_step_against_the_floor_of_its_own_batches():
+    bench = load_bench("grpo_step_bench")
+    part = {"generation": 60.0, "game": 1.0, "loss forward": 10.0, "backward": 20.0, "optimizer": 0.5, "rest": 8.5}
+    steps = [
+        {"seconds": {k: v / 2 for k, v in part.items()}, "peaks": {"generation": 2**20}, "total": 50.0},
+        {"seconds": part, "peaks": {"generation": 2**21, "backward": 3 * 2**20}, "total": 100.0},
+    ]
+    floor = {
+        "generation": 50.0,
+        "prefill": 30.0,
+        "loss forward + backward": 24.0,
+        "optimizer": 0.0,
+        "peaks": {"generation": 2**21, "loss": 3 * 2**20, "optimizer": 0},
+        "tokens": {"generate calls": 9, "prompt tokens read": 5000, "new tokens": 500},
+    }
+    lines = bench.report(steps, floor)
+    assert lines[0] == "GRPO steps: 50.0, 100.0 s; the parts of each, and each part's peak:"
+    assert "peak 3.00 GiB" in next(line for line in lines if line.lstrip().startswith("backward"))
+    assert "(not run)" in next(line for line in lines if line.lstrip().startswith("scoring"))
+    # The floor: 50 + the game's own 1 + 24 + 0 = 75 s, against the last step's 100 s.
+    assert lines[-1] == "step / floor (the last step): 1.33   (generation 1.20, loss forward + backward 1.25)"
