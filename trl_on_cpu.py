@@ -846,8 +846,8 @@ def prepare_tiny_folder(folder: str, resume: bool) -> None:
         return
     if runs.holds_run(run_dir):
         raise SystemExit(f"{folder} holds a run: pass --resume to continue it, or another --output-dir")
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise SystemExit(f"--output-dir {folder} is a file, not a folder: pass another --output-dir")
+    if refusal := runs.folder_refusal(folder, "--output-dir"):  # a file, under one, or nothing can be written
+        raise SystemExit(refusal)
     if os.path.exists(folder) and os.listdir(folder):
         if not os.path.exists(os.path.join(folder, TINY_RUN_MARK)):
             raise SystemExit(
