@@ -124,6 +124,12 @@ def full_help(config_class_of) -> str:
     return "\n".join(lines)
 
 
+def belongs_elsewhere(flag: str, modes: list[str], mode: str) -> str:
+    """`--plot belongs to --smoke, --learn and --show-mask, not --rehearse`."""
+    named = modes[0] if len(modes) == 1 else f"{', '.join(modes[:-1])} and {modes[-1]}"
+    return f"{flag} belongs to {named}, not --{mode}"
+
+
 def recipe_flags(mode: str, argv: list[str], config_class_of):
     """--full's (settings, GRPOConfig, ModelConfig), or a CPU mode's (settings, GRPOConfig), read by
     TRL's parser over the recipes; or one line on stderr and exit status 2."""
@@ -136,7 +142,7 @@ def recipe_flags(mode: str, argv: list[str], config_class_of):
     except recipes.RecipeError as error:
         for flag in (word.split("=")[0] for word in getattr(error, "words", []) if word.startswith("--")):
             if other := owners(flag, config_class_of):
-                error = f"{flag} belongs to {' and '.join(other)}, not --{mode}"
+                error = belongs_elsewhere(flag, other, mode)
                 break
         print(f"env_rollout.py --{mode}: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -193,7 +199,7 @@ def parse(argv: list[str], config_class_of):
     for word in unknown:
         flag = word.split("=")[0]
         if other := owners(flag, config_class_of):
-            parser.error(f"{flag} belongs to {' and '.join(other)}, not --{chosen.mode}")
+            parser.error(belongs_elsewhere(flag, other, chosen.mode))
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if chosen.mode == "check":
         values.target = chosen.check_target

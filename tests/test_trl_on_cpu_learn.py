@@ -205,7 +205,7 @@ def test_learn_end_to_end_at_toy_size(tmp_path):
         (["--learn", "--max-grad-norm", "-1"], "--max_grad_norm must be a number >= 0 (0: no clipping), got -1.0"),
         (["--learn", "--learning-rate", "0"], "--learning_rate must be a positive number, got 0.0"),
         (["--smoke", "--learn-eval-episodes", "400"], "--learn-eval-episodes belongs to --learn, not --smoke"),
-        (["--rehearse", "--plot", "x.png"], "--plot belongs to --smoke and --learn, not --rehearse"),
+        (["--rehearse", "--plot", "x.png"], "--plot belongs to --smoke, --learn and --show-mask, not --rehearse"),
     ],
 )
 def test_learn_flags_are_checked(argv, message):
