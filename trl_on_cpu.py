@@ -1215,16 +1215,17 @@ def run_show_mask(config: ShowMaskConfig) -> dict:
         f"tool_mask 1 ({'green' if colour else 'trained'}): the model's tokens, trained; "
         f"tool_mask 0 ({'cyan' if colour else 'masked'}): what TRL inserted, weighing 0 in the loss"
     )
-    for mask, ids in runs:
-        print(shown_run(mask, len(ids), tokenizer.decode(ids, skip_special_tokens=False), colour))
+    texts = [tokenizer.decode(ids, skip_special_tokens=False) for _, ids in runs]
+    for (mask, ids), text in zip(runs, texts, strict=True):
+        print(shown_run(mask, len(ids), text, colour))
     print(
         f"mask: one Wordle episode from TRL's batch, {length} completion tokens (Qwen3's tokenizer): "
         f"{trained} trained, {masked} masked"
     )
     if config.plot:
         shown = [
-            (bool(mask), tokenizer.decode(ids, skip_special_tokens=False), f"{len(ids)} tokens, tool_mask {mask}")
-            for mask, ids in runs
+            (bool(mask), text, f"{len(ids)} tokens, tool_mask {mask}")
+            for (mask, ids), text in zip(runs, texts, strict=True)
         ]
         title = f"One Wordle episode from TRL's batch: blue trained ({trained} tokens), grey masked ({masked})"
         plot_episode_by_weight(config.plot, shown, title)

@@ -159,7 +159,6 @@ def instrument(parts: StepParts, floors: list) -> None:
         parts.blocks_seen.add(self.name.split(".", 1)[-1])
         self._bench_part = trl_part(self.name, torch.is_grad_enabled())
         self._bench_entered = parts.enter(self._bench_part) if self._bench_part else None
-        self._start_time = time.perf_counter()
         return self
 
     def leave(self, exc_type, exc_value, traceback):
@@ -173,11 +172,11 @@ def instrument(parts: StepParts, floors: list) -> None:
         played = getattr(env_rollout.WordleEnv, method)
 
         @functools.wraps(played)  # TRL reads the tool's signature and docstring through the wrapper
-        def timed(*args, _played=played, **kwargs):
+        def played_as_a_part(*args, _played=played, **kwargs):
             with parts.part("game"):
                 return _played(*args, **kwargs)
 
-        setattr(env_rollout.WordleEnv, method, timed)
+        setattr(env_rollout.WordleEnv, method, played_as_a_part)
 
     generate = transformers.GenerationMixin.generate
 

@@ -32,6 +32,14 @@ def real_game_missing() -> str | None:
     return None
 
 
+def bench_module(name: str):
+    """A script of bench/ (the workshop, not a package) as a module, for the tests of its pieces."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "bench", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "slow: an end-to-end run (a whole mode, a bench, a sweep): make test-all runs it, make test does not"

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, bench_module
 
 pytest.importorskip("trl")
 
@@ -136,17 +136,10 @@ def test_the_warm_start_bench_reads_each_runs_own_peak_memory(tmp_path):
     assert large_peak > 0.39 and small_peak < 0.2, (large_peak, small_peak)
 
 
-def load_bench(name: str):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "bench", f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_step_bench_splits_a_step_into_parts_that_sum_to_it(monkeypatch):
     """Each part's own seconds (a part inside another is taken out of the outer one), the rest the step's
     remainder, so that the parts add up to the step; outside a step nothing is counted."""
-    bench = load_bench("grpo_step_bench")
+    bench = bench_module("grpo_step_bench")
     clock = iter(range(100))
     monkeypatch.setattr(bench.time, "perf_counter", lambda: float(next(clock)))
     monkeypatch.setattr(bench, "reset_peak_rss", lambda: None)
@@ -178,7 +171,7 @@ def test_the_step_bench_floor_forward_is_the_completions_log_probs():
 
     from trl_on_cpu import TINY_QWEN3
 
-    bench = load_bench("grpo_step_bench")
+    bench = bench_module("grpo_step_bench")
     torch.manual_seed(0)
     model = Qwen3ForCausalLM(Qwen3Config(vocab_size=50, **TINY_QWEN3))
     prompt, completion = torch.randint(0, 50, (2, 5)), torch.randint(0, 50, (2, 4))
@@ -200,7 +193,7 @@ def test_the_step_bench_floor_forward_is_the_completions_log_probs():
 
 
 def test_the_step_bench_sets_the_last_step_against_the_floor_of_its_own_batches():
-    bench = load_bench("grpo_step_bench")
+    bench = bench_module("grpo_step_bench")
     part = {"generation": 60.0, "game": 1.0, "loss forward": 10.0, "backward": 20.0, "optimizer": 0.5, "rest": 8.5}
     steps = [
         {"seconds": {k: v / 2 for k, v in part.items()}, "peaks": {"generation": 2**20}, "total": 50.0},

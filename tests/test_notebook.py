@@ -7,24 +7,14 @@ the notebook (where Jupyter starts it), with matplotlib's non-interactive backen
 text and figures.
 """
 
-import importlib.util
 import json
 import os
 import time
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, bench_module
 
 NOTEBOOK = os.path.join(ROOT, "lab.ipynb")
-
-
-def notebook_outputs():
-    spec = importlib.util.spec_from_file_location(
-        "notebook_outputs", os.path.join(ROOT, "bench", "notebook_outputs.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_notebook_is_valid_json_with_code_and_markdown():
@@ -47,7 +37,7 @@ def test_the_notebook_is_valid_json_with_code_and_markdown():
 
 @pytest.mark.slow
 def test_every_code_cell_runs_in_order_on_a_cpu_and_prints_what_the_notebook_stores():
-    tool = notebook_outputs()
+    tool = bench_module("notebook_outputs")
     started = time.perf_counter()
     results = tool.run_cells(NOTEBOOK)
     seconds = time.perf_counter() - started
