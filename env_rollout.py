@@ -1011,7 +1011,7 @@ def run_full(settings: WordleSettings, args, model_args, trainer_class=None) -> 
     train_dataset = wordle_dataset(settings.episodes, args.seed, words)
     eval_dataset = wordle_eval_dataset(settings.eval_games, words) if settings.eval_games else None
     # TRL loads the model by name, with these: its dtype, revision and attention, from ModelConfig.
-    args.model_init_kwargs = recipes.model_init_kwargs(model_args, on_gpu=torch.cuda.is_available())
+    args.model_init_kwargs = recipes.model_init_kwargs(model_args, torch.cuda.is_available(), args.bf16)
     try:
         trainer = trl_glue.build_grpo_trainer(
             args,

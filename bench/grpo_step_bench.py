@@ -212,7 +212,11 @@ def instrument(parts: StepParts, floors: list) -> None:
         def on_train_end(self, args, state, control, **kwargs):
             parts.end_step()
             if state.global_step >= args.max_steps and parts.loss_batches:
-                floors.append(measure_floor(self.trainer, parts, args))
+                floor = measure_floor(self.trainer, parts, args)
+                if args.bf16:
+                    print("bench: bf16 against float32 on the last step's batches", flush=True)
+                    floor["precision"] = precision_gap(self.trainer, parts)
+                floors.append(floor)
 
     build = trl_glue.build_grpo_trainer
 
@@ -315,6 +319,46 @@ def measure_floor(trainer, parts: StepParts, args) -> dict:
     }
 
 
+def precision_gap(trainer, parts: StepParts) -> dict:
+    """bf16 against float32 on the last step's own batches: the plain loss (the floor's) and its gradient
+    over the adapter, from this run's model (bf16 base, autocast) and from the same adapter on the model
+    loaded in float32 from the same folder. Both in eval mode (no dropout), so only the precision differs."""
+    import torch
+    from peft import get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
+    from transformers import AutoModelForCausalLM
+
+    model = trainer.model
+    reference = AutoModelForCausalLM.from_pretrained(model.config._name_or_path, dtype=torch.float32)
+    reference = get_peft_model(reference, copy.deepcopy(model.peft_config["default"]))
+    set_peft_model_state_dict(reference, get_peft_model_state_dict(model))
+
+    def loss_and_gradient(net, bf16: bool) -> tuple[float, torch.Tensor]:
+        was_training = net.training
+        net.train(False)
+        total = 0.0
+        for batch in parts.loss_batches:
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                log_probs = completion_log_probs(net, batch)
+            mask = batch["completion_mask"]
+            loss = -(log_probs * mask).sum() / mask.sum().clamp(min=1)
+            loss.backward()
+            total += loss.item()
+        named = {n: p for n, p in net.named_parameters() if p.requires_grad}
+        gradient = torch.cat([named[n].grad.float().flatten() for n in sorted(named)])
+        net.zero_grad(set_to_none=True)
+        net.train(was_training)
+        return total, gradient
+
+    loss, gradient = loss_and_gradient(model, bf16=True)
+    reference_loss, reference_gradient = loss_and_gradient(reference, bf16=False)
+    return {
+        "loss": loss,
+        "float32 loss": reference_loss,
+        "gradient cosine": float(torch.nn.functional.cosine_similarity(gradient, reference_gradient, dim=0)),
+        "gradient norm ratio": float(gradient.norm() / reference_gradient.norm()),
+    }
+
+
 def report(steps: list[dict], floor: dict) -> list[str]:
     """The bench's lines: each part of every measured step, and the last step against its floor (the
     floor replays the last step's own batches: a step's cost grows with its rollouts' length)."""
@@ -343,6 +387,12 @@ def report(steps: list[dict], floor: dict) -> list[str]:
         f"{last['seconds'].get('generation', 0.0) / floor['generation']:.2f}, loss forward + backward "
         f"{trl_loss / floor['loss forward + backward']:.2f})",
     ]
+    if precision := floor.get("precision"):
+        lines.append(
+            f"bf16 against float32 (the last step's batches, the floor's loss, eval mode): loss {precision['loss']:.5f} "
+            f"against {precision['float32 loss']:.5f}, gradient cosine {precision['gradient cosine']:.4f}, "
+            f"norm ratio {precision['gradient norm ratio']:.4f}"
+        )
     return lines
 
 

@@ -131,15 +131,56 @@ def parse_full(argv: list[str], settings_class):
     if chosen.tier not in TIERS:
         raise RecipeError(f"--tier must be one of {', '.join(TIERS)}, got {chosen.tier!r}")
     on_gpu = torch.cuda.is_available()
-    where = {"bf16": on_gpu, "use_cpu": not on_gpu}  # where it runs: the machine's
     scales = [scale for scale in CPU_SCALES if said_yes(getattr(chosen, scale))]
-    layers = [where, SHARED_RECIPE, chosen.tier] + scales
     flags = {word.partition("=")[0] for word in argv}
+    # Where it runs, the machine's: bf16 on a CUDA GPU; on a CPU at the SmolLM2 scale, where the CPU has
+    # bf16 units (measured there: docs/full.md, "Where a GRPO step's time goes"); float32 otherwise.
+    bf16 = on_gpu or (scales == ["smollm2"] and "--bf16" not in flags and cpu_bf16_or_refusal())
+    where = {"bf16": bf16, "use_cpu": not on_gpu}
+    layers = [where, SHARED_RECIPE, chosen.tier] + scales
     if "--reward" in flags and flags & {"--reward_weights", "--reward-weights"}:
         raise RecipeError("--reward and --reward_weights both choose the training reward: pass one of them")
     return parse_with_recipes(
         argv, (settings_class, GRPOConfig, ModelConfig), layers, "env_rollout.py --full", RENAMED_FLAGS
     )
+
+
+# torch.cpu's probes of the CPU's instructions, private to torch (tested on torch 2.13): AVX512-BF16 (AMD
+# Zen 4 and later, Intel Cooper Lake) and AMX (Intel Sapphire Rapids and later) run bfloat16 matmuls in
+# hardware; without them PyTorch emulates bfloat16, slower than float32, so float32 stays the default.
+CPU_BF16_PROBES = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+
+
+def cpu_has_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 in hardware, as torch reports it. A torch without the
+    probes stops the run, naming its version: a silent float32 would be a slower run, unexplained."""
+    import torch
+
+    from labkit.trl_glue import LibraryChanged
+
+    probes = [getattr(torch.cpu, name, None) for name in CPU_BF16_PROBES]
+    if not all(callable(probe) for probe in probes):
+        raise LibraryChanged(
+            f"torch {torch.__version__} no longer has torch.cpu.{' or '.join(CPU_BF16_PROBES)}, which tell this "
+            "lab whether the CPU runs bfloat16 in hardware (tested on torch 2.13): choose with --bf16 true or "
+            "--bf16 false"
+        )
+    return any(bool(probe()) for probe in probes)
+
+
+BF16_EMULATED = (
+    "note: --bf16 true on a CPU without bf16 units (torch reports neither AVX512-BF16 nor AMX): PyTorch emulates "
+    "bfloat16 here, slower than float32 (--bf16 false)"
+)
+
+
+def cpu_bf16_or_refusal() -> bool:
+    from labkit.trl_glue import LibraryChanged
+
+    try:
+        return cpu_has_bf16()
+    except LibraryChanged as error:
+        raise RecipeError(str(error)) from None
 
 
 def parse_cpu_mode(argv: list[str], settings_class, prog: str):
@@ -285,12 +326,13 @@ def refuse_unused_model_flags(args, model_args) -> None:
         )
 
 
-def model_init_kwargs(model_args, on_gpu: bool) -> dict:
+def model_init_kwargs(model_args, on_gpu: bool, bf16: bool = False) -> dict:
     """What TRL's GRPOTrainer loads the model with (GRPOConfig.model_init_kwargs), from ModelConfig:
-    its dtype (float32 unless LoRA on a CUDA GPU: bf16 weights would round full updates away), its
-    revision and its attention. trust_remote_code is GRPOConfig's own, which TRL passes to both the
-    model and vLLM; quantization is refused (refuse_what_cannot_run)."""
-    kwargs = {"dtype": model_args.dtype if on_gpu and model_args.use_peft else "float32"}
+    its dtype (float32 unless LoRA on a CUDA GPU or, with `bf16`, on a CPU: there the frozen base takes
+    the recipe's dtype and the adapter stays float32, as peft keeps it; bf16 weights would round full
+    updates away), its revision and its attention. trust_remote_code is GRPOConfig's own, which TRL
+    passes to both the model and vLLM; quantization is refused (refuse_what_cannot_run)."""
+    kwargs = {"dtype": model_args.dtype if (on_gpu or bf16) and model_args.use_peft else "float32"}
     if pinned_revision(model_args):
         kwargs["revision"] = model_args.model_revision
     if model_args.attn_implementation:
@@ -316,6 +358,8 @@ def dry_run_lines(settings, args, model_args, peft_config, reward=None) -> list[
     lines.append("# the model (TRL's ModelConfig) and its LoRA adapter (peft's LoraConfig, from it)")
     lines += [f"model_name_or_path = {model_args.model_name_or_path}", f"dtype = {model_args.dtype}"]
     lines.append(f"# on a CUDA GPU the model is loaded with {model_init_kwargs(model_args, on_gpu=True)}")
+    if args.use_cpu:
+        lines.append(f"# on this CPU (bf16 = {args.bf16}) with {model_init_kwargs(model_args, False, args.bf16)}")
     if args.use_vllm:
         lines.append(
             f"# vLLM ({args.vllm_mode}) starts from {model_args.model_name_or_path} (the name alone, as TRL passes it), "
@@ -344,8 +388,11 @@ def dry_run_lines(settings, args, model_args, peft_config, reward=None) -> list[
         value = getattr(args, field.name)
         if field.name in ALWAYS_SHOWN or (field.init and value != getattr(default, field.name)):
             lines.append(f"{field.name} = {getattr(value, 'value', value)}")  # an enum as its value
-    if args.use_cpu and not args.bf16:
-        lines.append("# this machine has no CUDA GPU: on one, the run takes bf16 = True and use_cpu = False")
+    if args.use_cpu:
+        lines.append(
+            "# this machine has no CUDA GPU: on one, the run takes bf16 = True and use_cpu = False; on a CPU, "
+            "bf16 = True at the SmolLM2 scale where torch reports the CPU's bf16 units (--bf16 chooses)"
+        )
     return lines
 
 
@@ -518,6 +565,8 @@ def refuse_what_cannot_run(settings, args, model_args, trainer_class=None):
         )
     if refusal := runs.folder_refusal(args.output_dir, "--output_dir"):
         raise SystemExit(refusal)
+    if args.use_cpu and args.bf16 and not cpu_has_bf16():
+        print(BF16_EMULATED, file=sys.stderr)
     held = runs.holds_run(args.output_dir)
     if settings.resume and not held:
         raise SystemExit(

@@ -192,6 +192,34 @@ def test_the_step_bench_floor_forward_is_the_completions_log_probs():
     torch.testing.assert_close(got, expected)
 
 
+def test_the_step_bench_compares_bf16_with_float32_on_the_same_adapter_and_batches(tmp_path):
+    """precision_gap: the same adapter on the model reloaded in float32 from its folder; only the precision
+    differs, so the gradients nearly agree (a reference with its own random adapter, init_lora_weights=False,
+    would point elsewhere)."""
+    import types
+
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from trl_on_cpu import TINY_QWEN3
+
+    bench = bench_module("grpo_step_bench")
+    torch.manual_seed(0)
+    Qwen3ForCausalLM(Qwen3Config(vocab_size=50, **TINY_QWEN3)).save_pretrained(tmp_path / "model")
+    base = Qwen3ForCausalLM.from_pretrained(tmp_path / "model", dtype=torch.bfloat16)
+    lora = LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False)  # B random: a gradient on A too
+    model = get_peft_model(base, lora)
+    prompt, completion = torch.randint(0, 50, (2, 5)), torch.randint(0, 50, (2, 4))
+    batch = {"prompt_ids": prompt, "prompt_mask": torch.ones_like(prompt), "completion_ids": completion}
+    batch["completion_mask"] = torch.ones_like(completion)
+    parts = types.SimpleNamespace(loss_batches=[batch, batch])
+    gap = bench.precision_gap(types.SimpleNamespace(model=model), parts)
+    assert gap["gradient cosine"] > 0.98 and abs(gap["gradient norm ratio"] - 1) < 0.05
+    assert abs(gap["loss"] - gap["float32 loss"]) < 0.02 * gap["float32 loss"]
+    assert all(p.grad is None for p in model.parameters())  # the run's gradients left as it found them
+
+
 def test_the_step_bench_sets_the_last_step_against_the_floor_of_its_own_batches():
     bench = bench_module("grpo_step_bench")
     part = {"generation": 60.0, "game": 1.0, "loss forward": 10.0, "backward": 20.0, "optimizer": 0.5, "rest": 8.5}

@@ -396,3 +396,56 @@ def test_no_model_flag_is_ignored():
         refused = run_cli("--full", "--dry-run", *flags)
         lines = refused.stderr.strip().splitlines()
         assert refused.returncode == 1 and len(lines) == 1 and says in lines[0], refused.stderr
+
+
+# --- bfloat16 on a CPU ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("has_bf16", [True, False])
+def test_the_smollm2_scale_takes_bf16_where_the_cpu_multiplies_it(monkeypatch, has_bf16):
+    """On a CPU, bf16 (LoRA on a bf16 base, the loss under autocast) at the SmolLM2 scale where torch reports
+    bf16 units; float32 where it does not (emulated bf16 is slower), at the tiny scale, and with --bf16 false."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("the CPU's rule: on a CUDA GPU every scale takes bf16")
+    monkeypatch.setattr(recipes, "cpu_has_bf16", lambda: has_bf16)
+    _, args, model_args = full("--smollm2")
+    assert args.bf16 is has_bf16
+    assert recipes.model_init_kwargs(model_args, False, args.bf16)["dtype"] == ("bfloat16" if has_bf16 else "float32")
+    _, args, model_args = full("--smollm2", "--bf16", "false")
+    assert args.bf16 is False and recipes.model_init_kwargs(model_args, False, args.bf16)["dtype"] == "float32"
+    _, args, _ = full("--tiny")
+    assert args.bf16 is False
+    settings, args, model_args = full("--smollm2")
+    shown = recipes.dry_run_lines(settings, args, model_args, trl.get_peft_config(model_args))
+    assert f"bf16 = {has_bf16}" in shown
+    assert f"# on this CPU (bf16 = {has_bf16}) with {{'dtype': '{'bfloat16' if has_bf16 else 'float32'}'}}" in shown
+
+
+def test_torch_still_says_whether_the_cpu_multiplies_bf16():
+    """The probes are torch's private ones: on the tested set and the newest torch alike they answer."""
+    assert isinstance(recipes.cpu_has_bf16(), bool)
+
+
+def test_a_torch_without_the_probes_stops_in_one_line_unless_bf16_is_chosen(monkeypatch):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("on a CUDA GPU the CPU is not probed")
+    monkeypatch.delattr(torch.cpu, recipes.CPU_BF16_PROBES[0])
+    with pytest.raises(recipes.RecipeError) as stop:
+        full("--smollm2")
+    assert f"torch {torch.__version__}" in str(stop.value) and "--bf16 false" in str(stop.value)
+    assert "\n" not in str(stop.value)
+    assert full("--smollm2", "--bf16", "false")[1].bf16 is False  # chosen: nothing to probe
+    assert full("--tiny")[1].bf16 is False  # the tiny scale never probes
+
+
+def test_bf16_chosen_on_a_cpu_without_it_is_noted_before_anything_loads(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(recipes, "cpu_has_bf16", lambda: False)
+    settings, args, model_args = full("--smollm2", "--bf16", "true", "--output_dir", str(tmp_path / "run"))
+    if not args.use_cpu:
+        pytest.skip("a CUDA GPU runs bf16 itself")
+    recipes.refuse_what_cannot_run(settings, args, model_args)
+    assert capsys.readouterr().err.strip() == recipes.BF16_EMULATED
