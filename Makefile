@@ -36,7 +36,8 @@
 #   make bench-gpu  peak GPU memory of tier t1 (on a CUDA machine)
 #   make bench-step  one GRPO step of --full --smollm2 by its parts (generation, the game, the loss, the
 #                    optimizer) against plain PyTorch's floor for the same work; WARM_START=RUN starts GRPO
-#                    from the warm start a run left, FLAGS='--bf16 true' adds flags to the run
+#                    from the warm start a run left, FLAGS='--bf16 false' adds flags to the run (in bf16, the
+#                    default on a CPU with bf16 units, it also sets bf16 against float32 on the last step's batches)
 #   make gpu-pack   what an offline GPU node lacks for gpu-check (TRL, datasets, the Wordle kit, NLTK data,
 #                   Qwen3's tokenizer), in gpu-pack/, to copy there with the checkout
 #   make gpu-check  on that node: installs gpu-pack/ offline, then --full's figures (bench/gpu_check.py)

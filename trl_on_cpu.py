@@ -900,6 +900,12 @@ def run_full_tiny(settings, args, model_args) -> dict:
 # start, is what must teach it: the comparison --full promises, on a model a CPU can train.
 
 
+SMOLLM2_PRECISION = {  # the run's precision, said at its start: the bf16 default follows the CPU (labkit/recipes.py)
+    True: "precision: bf16, the frozen base in bfloat16 and the LoRA adapter in float32 (--bf16 false: float32)",
+    False: "precision: float32 (--bf16 true: bfloat16, the default on a CPU that torch says multiplies it)",
+}
+
+
 def run_full_smollm2(settings, args, model_args) -> dict:
     """--full --smollm2: run_full on SmolLM2-135M-Instruct (recipes/smollm2.yaml) into <output_dir>/run,
     interrupted as by Ctrl-C after its first checkpoint and resumed, as --full --tiny (with --resume: the
@@ -922,6 +928,7 @@ def run_full_smollm2(settings, args, model_args) -> dict:
         model_dir = smollm2.model_folder()
         if state.is_main_process:
             print(f"SmolLM2-135M-Instruct: {model_dir} ({time.perf_counter() - building:.0f} s)")
+            print(SMOLLM2_PRECISION[args.bf16])
     return run_interrupted_and_resumed(settings, args, model_args, model_dir, scale, started)
 
 

@@ -417,6 +417,8 @@ def test_the_smollm2_scale_takes_bf16_where_the_cpu_multiplies_it(monkeypatch, h
     assert args.bf16 is False and recipes.model_init_kwargs(model_args, False, args.bf16)["dtype"] == "float32"
     _, args, _ = full("--tiny")
     assert args.bf16 is False
+    _, args, _ = full("--smollm2", "--config", os.path.join(ROOT, "recipes", "learn_wordle.yaml"))
+    assert args.bf16 is False  # the learning run stays as its three seeds were measured
     settings, args, model_args = full("--smollm2")
     shown = recipes.dry_run_lines(settings, args, model_args, trl.get_peft_config(model_args))
     assert f"bf16 = {has_bf16}" in shown

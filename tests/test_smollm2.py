@@ -142,6 +142,10 @@ def test_end_to_end_both_stages_interrupted_and_resumed(tmp_path):
         r"^warm start: 2 solver games \((\d) won\), 1 steps, final loss (\d+\.\d{3}), (\d+) assistant", out, re.M
     )
     assert len(warm) == 2 and float(warm[0][1]) > 0  # trained in the first run, loaded in the resumed one
+    from labkit import recipes
+    from trl_on_cpu import SMOLLM2_PRECISION
+
+    assert SMOLLM2_PRECISION[recipes.cpu_has_bf16()] in out.splitlines()  # bf16 where this CPU multiplies it
     figures = r"solve_rate=\d\.\d{3} invalid_move_rate=\d\.\d{3} valid_guesses=\d+\.\d{3} valid_guess_made=\d\.\d{3}"
     held_out = rf"^held-out games: before {figures}; after warm start {figures}; after GRPO {figures}$"
     assert len(re.findall(held_out, out, re.M)) == 1, out[-2000:]
