@@ -265,6 +265,17 @@ def completion_log_probs(model, batch: dict):
     return torch.gather(logits.float().log_softmax(-1), 2, batch["completion_ids"].unsqueeze(-1)).squeeze(-1)
 
 
+def completion_loss(model, batch: dict, bf16: bool):
+    """The floor's loss: the completion's mean negative log-probability, the forward under bf16 autocast
+    where `bf16`."""
+    import torch
+
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        log_probs = completion_log_probs(model, batch)
+    mask = batch["completion_mask"]
+    return -(log_probs * mask).sum() / mask.sum().clamp(min=1)
+
+
 def measure_floor(trainer, parts: StepParts, args) -> dict:
     """The last step's work again, as plain PyTorch does it: seconds and peak resident memory."""
     import torch
@@ -292,10 +303,7 @@ def measure_floor(trainer, parts: StepParts, args) -> dict:
 
     def loss_forward_backward():
         for batch in parts.loss_batches:
-            with autocast():
-                log_probs = completion_log_probs(model, batch)
-            mask = batch["completion_mask"]
-            (-(log_probs * mask).sum() / mask.sum().clamp(min=1)).backward()
+            completion_loss(model, batch, bool(args.bf16)).backward()
 
     loss, loss_peak = timed(loss_forward_backward)
     trained = [p for p in model.parameters() if p.requires_grad]
@@ -337,10 +345,7 @@ def precision_gap(trainer, parts: StepParts) -> dict:
         net.train(False)
         total = 0.0
         for batch in parts.loss_batches:
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                log_probs = completion_log_probs(net, batch)
-            mask = batch["completion_mask"]
-            loss = -(log_probs * mask).sum() / mask.sum().clamp(min=1)
+            loss = completion_loss(net, batch, bf16)
             loss.backward()
             total += loss.item()
         named = {n: p for n, p in net.named_parameters() if p.requires_grad}

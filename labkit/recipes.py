@@ -151,20 +151,15 @@ def parse_full(argv: list[str], settings_class):
 CPU_BF16_PROBES = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
 
 
-def cpu_has_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 in hardware, as torch reports it. A torch without the
-    probes stops the run, naming its version: a silent float32 would be a slower run, unexplained."""
+def cpu_has_bf16() -> bool | None:
+    """Whether this CPU multiplies bfloat16 in hardware, as torch reports it; None where the installed
+    torch no longer has the probes (cpu_bf16_or_refusal then stops the run, naming its version: a silent
+    float32 would be a slower run, unexplained)."""
     import torch
-
-    from labkit.trl_glue import LibraryChanged
 
     probes = [getattr(torch.cpu, name, None) for name in CPU_BF16_PROBES]
     if not all(callable(probe) for probe in probes):
-        raise LibraryChanged(
-            f"torch {torch.__version__} no longer has torch.cpu.{' or '.join(CPU_BF16_PROBES)}, which tell this "
-            "lab whether the CPU runs bfloat16 in hardware (tested on torch 2.13): choose with --bf16 true or "
-            "--bf16 false"
-        )
+        return None
     return any(bool(probe()) for probe in probes)
 
 
@@ -175,12 +170,17 @@ BF16_EMULATED = (
 
 
 def cpu_bf16_or_refusal() -> bool:
-    from labkit.trl_glue import LibraryChanged
+    """cpu_has_bf16(), or a RecipeError (one line) where torch can no longer say."""
+    import torch
 
-    try:
-        return cpu_has_bf16()
-    except LibraryChanged as error:
-        raise RecipeError(str(error)) from None
+    found = cpu_has_bf16()
+    if found is None:
+        raise RecipeError(
+            f"torch {torch.__version__} no longer has torch.cpu.{' or '.join(CPU_BF16_PROBES)}, which tell this "
+            "lab whether the CPU runs bfloat16 in hardware (tested on torch 2.13): choose with --bf16 true or "
+            "--bf16 false"
+        )
+    return found
 
 
 def parse_cpu_mode(argv: list[str], settings_class, prog: str):
@@ -565,7 +565,7 @@ def refuse_what_cannot_run(settings, args, model_args, trainer_class=None):
         )
     if refusal := runs.folder_refusal(args.output_dir, "--output_dir"):
         raise SystemExit(refusal)
-    if args.use_cpu and args.bf16 and not cpu_has_bf16():
+    if args.use_cpu and args.bf16 and cpu_has_bf16() is False:  # chosen: a torch without the probes is not asked
         print(BF16_EMULATED, file=sys.stderr)
     held = runs.holds_run(args.output_dir)
     if settings.resume and not held:
