@@ -16,5 +16,5 @@ env_check.py (the lesson and the modes import these, never the reverse):
 - `offline_tokenizers`: Qwen3's own tokenizer built offline, and the small tokenizers of the CPU modes.
 - `wordle_solver`, `warm_start`: --full's stage 1, a fair solver's games learnt through TRL's SFTTrainer.
 - `plots`: the learning curves --plot draws.
-- `memory`: freed memory handed back to the operating system between a CPU run's stages and steps.
+- `memory`: free memory handed back to the operating system between a CPU run's stages and steps.
 """

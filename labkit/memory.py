@@ -1,14 +1,13 @@
 """Freed memory handed back to the operating system between the stages and steps of a CPU run.
 
-Why: PyTorch frees a step's activations and its generation's caches, but glibc's malloc (Linux) keeps
-freed blocks in its heaps for reuse rather than returning them (blocks up to 32 MiB, once it has raised
-its mmap threshold), and heaps fragmented by blocks of many sizes reuse them only in part: a KV cache
-that grows by one token a step leaves a trail of blocks each a little too small for the next. On `--full
---smollm2` the process's resident memory so grew within each stage and each step (from 2.2 to about 3.5 GiB
-over a GRPO step's generation), and the step's backward landed on top of it (docs/full.md, "Where a GRPO
-step's time goes", has the figures). malloc_trim(0) returns every heap's free pages; nothing computed
-moves or changes, only pages nobody holds are given back. Where the C library has no malloc_trim
-(macOS, musl), nothing is trimmed."""
+Why: glibc's malloc (Linux) keeps blocks that PyTorch frees in its heaps for reuse rather than returning
+them (blocks up to 32 MiB, once it has raised its mmap threshold), and reuses them only in part. On
+`--full --smollm2` the process's resident memory so grew within each stage and each GRPO step (over a
+step's generation from 2.2 to about 3.5 GiB), and the step's backward landed on top of it; handed back,
+each backward lands on about 2 GiB and the run's peak fell from 5.93 to 4.95 GiB, every printed figure
+the same (docs/full.md, "A real model on a CPU", has the runs side by side). malloc_trim(0) returns
+every heap's free pages: only pages nobody holds. Where the C library has no malloc_trim (macOS, musl),
+nothing is trimmed."""
 
 import ctypes
 import ctypes.util
@@ -18,14 +17,16 @@ import gc
 
 @functools.cache
 def malloc_trim():
-    """glibc's malloc_trim, or None where the C library has none."""
+    """glibc's `int malloc_trim(size_t pad)`, or None where the C library has none."""
     try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
     except (OSError, AttributeError):
         return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
 
 
-def hand_back_free_pages() -> bool:
+def trim_free_pages() -> bool:
     """The C library's free pages handed back to the operating system; whether it could."""
     trim = malloc_trim()
     if trim is None:
@@ -34,27 +35,28 @@ def hand_back_free_pages() -> bool:
     return True
 
 
-def return_freed_memory() -> bool:
-    """Between stages: free what only reference cycles hold (an interrupted run's trainer), which
-    Python's cycle collector would reach only later, then hand the free pages back."""
+def collect_and_trim() -> bool:
+    """Between stages: free what only reference cycles hold (an interrupted run's trainer may be among
+    it), which Python's cycle collector would reach only later, then trim_free_pages()."""
     gc.collect()
-    return hand_back_free_pages()
+    return trim_free_pages()
 
 
-def returning_freed_memory_callback():
-    """A transformers TrainerCallback that returns freed memory as training begins (after the warm
-    start, the held-out games and the model load) and hands free pages back before each step and after
-    each micro-batch's backward. Milliseconds each, against steps of minutes at the CPU scales."""
+def trimming_callback():
+    """A transformers TrainerCallback: collect_and_trim as training begins (after the warm start, the
+    held-out games and the model load); trim_free_pages before each step and after each micro-batch's
+    backward but a step's last (transformers calls on_substep_end for those; the next step's start
+    trims after the last). Not timed apart: the runs' totals in docs/full.md include them."""
     from transformers import TrainerCallback
 
-    class ReturnFreedMemory(TrainerCallback):
+    class TrimFreePages(TrainerCallback):
         def on_train_begin(self, args, state, control, **kwargs):
-            return_freed_memory()
+            collect_and_trim()
 
         def on_step_begin(self, args, state, control, **kwargs):
-            hand_back_free_pages()
+            trim_free_pages()
 
         def on_substep_end(self, args, state, control, **kwargs):
-            hand_back_free_pages()
+            trim_free_pages()
 
-    return ReturnFreedMemory()
+    return TrimFreePages()

@@ -60,15 +60,24 @@ def test_the_default_is_tier_t1_over_the_shared_recipe():
     assert args.reward_weights == [0.0] * len(env_rollout.WORDLE_REWARD_FUNCTIONS)
     assert (args.use_vllm, args.vllm_mode, args.vllm_gpu_memory_utilization) == (True, "colocate", 0.45)
     assert (args.save_steps, args.save_total_limit, args.num_generations_eval) == (10, 2, 1)
-    assert checkpointing(args) is True and settings.warm_start_gradient_checkpointing is True
+    assert checkpointing(args) is True
 
 
-def test_the_smollm2_scale_keeps_the_warm_starts_activations_and_recomputes_grpos():
-    """One game a pass fits without recomputing; GRPO's two rollouts a pass keep gradient checkpointing."""
-    settings, args, _ = full("--smollm2")
-    assert settings.warm_start_gradient_checkpointing is False and checkpointing(args) is True
-    settings, _, _ = full("--smollm2", "--warm-start-gradient-checkpointing", "true")
-    assert settings.warm_start_gradient_checkpointing is True
+def test_the_warm_start_recomputes_as_grpo_does_unless_its_own_setting_says(tmp_path):
+    """Unset (the tiers), the warm start follows GRPO's gradient_checkpointing, flag included; the SmolLM2
+    scale keeps its one game's activations while GRPO's two rollouts a pass still recompute theirs."""
+    pytest.importorskip("trl")
+    from labkit import warm_start
+
+    def recomputes(*flags) -> tuple[bool, bool]:
+        settings, args, _ = full(*flags)
+        return checkpointing(warm_start.sft_config(args, settings, str(tmp_path))), checkpointing(args)
+
+    assert full()[0].warm_start_gradient_checkpointing is None
+    assert recomputes() == (True, True)
+    assert recomputes("--gradient_checkpointing", "false") == (False, False)
+    assert recomputes("--smollm2") == (False, True)
+    assert recomputes("--smollm2", "--warm-start-gradient-checkpointing", "true") == (True, True)
 
 
 def test_tier_t2_is_qwen3_4b_with_its_own_lora_and_vllm_share():

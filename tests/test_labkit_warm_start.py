@@ -106,7 +106,8 @@ def test_the_conversations_render_as_grpo_prompts_them(training_words):
 def test_the_warm_start_without_gradient_checkpointing_trains_the_same_adapter(training_words, tmp_path):
     """warm_start_gradient_checkpointing false (the SmolLM2 recipe's) keeps a game's activations for the
     backward instead of recomputing them: a speed-up only, so it trains the very adapter that gradient
-    checkpointing trains (LoRA dropout included: the recomputation replays the same random masks)."""
+    checkpointing trains (LoRA dropout included: the recomputation replays the same random masks). And
+    the stage leaves checkpointing as it found it: off here, as GRPO's own setting false would want it."""
     pytest.importorskip("trl")
     import torch
     from peft import LoraConfig, get_peft_model
@@ -124,20 +125,25 @@ def test_the_warm_start_without_gradient_checkpointing_trains_the_same_adapter(t
     tokenizer.chat_template = trl_glue.training_chat_template(tokenizer)
     args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none", disable_tqdm=True)
     trained = {}
-    for checkpointing in (True, False):
+    for recomputing in (True, False):
         settings = env_rollout.WordleSettings(
             warm_start_steps=2,
             warm_start_batch=1,
             warm_start_learning_rate=1e-2,
-            warm_start_gradient_checkpointing=checkpointing,
+            warm_start_gradient_checkpointing=recomputing,
         )
         lora = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.05, target_modules="all-linear")
         model = get_peft_model(build_tiny_model(tokenizer, 0, **TINY_WORDLE_QWEN3), lora)
-        config = warm_start.sft_config(args, settings, str(tmp_path / f"checkpointing-{checkpointing}"))
+        enabled, enable = [], model.get_base_model().gradient_checkpointing_enable
+        model.gradient_checkpointing_enable = lambda *a, _on=enabled, _enable=enable, **k: (
+            _on.append(1) or _enable(*a, **k)
+        )
+        config = warm_start.sft_config(args, settings, str(tmp_path / f"recomputing-{recomputing}"))
         figures = warm_start.train_warm_start(model, tokenizer, games, env.guess, config)
-        assert model.get_base_model().model.gradient_checkpointing is checkpointing  # the setting reached the model
+        assert bool(enabled) is recomputing  # the setting reached the trainer
+        assert model.get_base_model().is_gradient_checkpointing is False  # and left as found
         adapter = {name: value.detach().clone() for name, value in model.named_parameters() if "lora_" in name}
-        trained[checkpointing] = figures["loss"], adapter
+        trained[recomputing] = figures["loss"], adapter
     (loss_recomputed, recomputed), (loss_kept, kept) = trained[True], trained[False]
     assert loss_recomputed == loss_kept
     assert recomputed.keys() == kept.keys() and len(kept) > 0
