@@ -975,7 +975,7 @@ class WordleSettings:
     warm_start_learning_rate: float = option(None, "the warm start's learning rate (LoRA)")
     warm_start_gradient_checkpointing: bool = option(
         None,
-        "recompute activations in the warm start's backward instead of keeping them (unset: as GRPO's gradient_checkpointing)",
+        "recompute activations in the warm start's backward instead of keeping them, as gradient_checkpointing does GRPO's",
     )
     resume: bool = option(False, "continue from the newest checkpoint in --output_dir")
     tiny: bool = option(False, "on a CPU, offline: this path with a tiny Qwen3 and the real game (recipes/tiny.yaml)")

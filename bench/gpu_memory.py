@@ -117,7 +117,8 @@ def full_settings(tier: str, output_dir: str, device: str, steps: int, extra: li
     flags += ["--bf16", str(not on_cpu), "--use_cpu", str(on_cpu), "--report_to", "none"]
     if on_cpu:
         (checkpointing,) = trl_glue.current_names({"gradient_checkpointing": False})  # its name in this release
-        flags += [f"--{checkpointing}", "false"] + [f"--{k}={v}" for k, v in CPU_SCALE.items()]
+        flags += [f"--{checkpointing}", "false", "--warm_start_gradient_checkpointing", "false"]
+        flags += [f"--{k}={v}" for k, v in CPU_SCALE.items()]
     return recipes.parse_full(flags + list(extra), env_rollout.WordleSettings)
 
 

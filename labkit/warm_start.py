@@ -138,7 +138,7 @@ def train_warm_start(model, tokenizer, games: list[SolverGame], tool, sft_config
     grpo_forward = base.__dict__.get("forward")
     # transformers turns gradient checkpointing on in train() where a config asks, and never off: had this
     # stage left it on, GRPO would recompute its activations with its own setting false.
-    recomputing_before = base.is_gradient_checkpointing
+    recomputing_before = getattr(base, "is_gradient_checkpointing", False)
     try:
         trainer = sft_trainer_class(torch.cuda.is_available() and not sft_config.use_cpu)(
             model=model, args=sft_config, train_dataset=conversations_dataset(games, tool), processing_class=tokenizer
@@ -149,7 +149,7 @@ def train_warm_start(model, tokenizer, games: list[SolverGame], tool, sft_config
             base.__dict__.pop("forward", None)
         else:
             base.forward = grpo_forward
-        if base.is_gradient_checkpointing and not recomputing_before:
+        if getattr(base, "is_gradient_checkpointing", False) and not recomputing_before:
             base.gradient_checkpointing_disable()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     trained, masked = masked_counts(trainer.train_dataset, tokenizer)
@@ -184,13 +184,12 @@ def finished_warm_start(output_dir: str) -> str | None:
 
 
 def sft_config(args, settings, output_dir: str):
-    """SFTConfig for stage 1: the warm start's own steps, batch, learning rate and gradient checkpointing
-    (unset: GRPO's); where it runs and how (precision, seed, logging) are the GRPO stage's."""
+    """SFTConfig for stage 1: the warm start's own steps, batch, learning rate and gradient checkpointing;
+    where it runs and how (precision, seed, logging) are the GRPO stage's."""
     from trl import SFTConfig
 
     from labkit.trl_glue import current_names
 
-    recomputing = settings.warm_start_gradient_checkpointing
     return SFTConfig(
         output_dir=output_dir,
         max_steps=settings.warm_start_steps,
@@ -206,9 +205,7 @@ def sft_config(args, settings, output_dir: str):
         save_strategy="no",  # stage 1 is short: its adapter is saved once, at its end
         report_to=args.report_to,
         disable_tqdm=args.disable_tqdm,
-        **current_names(
-            {"gradient_checkpointing": args.gradient_checkpointing if recomputing is None else recomputing}
-        ),
+        **current_names({"gradient_checkpointing": settings.warm_start_gradient_checkpointing}),
     )
 
 

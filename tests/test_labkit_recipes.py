@@ -64,8 +64,8 @@ def test_the_default_is_tier_t1_over_the_shared_recipe():
 
 
 def test_the_warm_start_recomputes_as_grpo_does_unless_its_own_setting_says(tmp_path):
-    """Unset (the tiers), the warm start follows GRPO's gradient_checkpointing, flag included; the SmolLM2
-    scale keeps its one game's activations while GRPO's two rollouts a pass still recompute theirs."""
+    """The tiers recompute in both stages, each stage's flag its own; the SmolLM2 scale keeps its one
+    game's activations while GRPO's two rollouts a pass still recompute theirs."""
     pytest.importorskip("trl")
     from labkit import warm_start
 
@@ -73,9 +73,11 @@ def test_the_warm_start_recomputes_as_grpo_does_unless_its_own_setting_says(tmp_
         settings, args, _ = full(*flags)
         return checkpointing(warm_start.sft_config(args, settings, str(tmp_path))), checkpointing(args)
 
-    assert full()[0].warm_start_gradient_checkpointing is None
     assert recomputes() == (True, True)
-    assert recomputes("--gradient_checkpointing", "false") == (False, False)
+    assert recomputes("--gradient_checkpointing", "false") == (True, False)
+    assert recomputes("--gradient_checkpointing", "false", "--warm-start-gradient-checkpointing", "false") == (
+        False, False
+    )  # fmt: skip
     assert recomputes("--smollm2") == (False, True)
     assert recomputes("--smollm2", "--warm-start-gradient-checkpointing", "true") == (True, True)
 
