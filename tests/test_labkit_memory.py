@@ -15,18 +15,23 @@ class Cycle:
         self.me = self
 
 
-def test_it_frees_what_only_cycles_hold_and_trims_where_glibc_can():
-    gc.disable()  # so that only collect_and_trim can collect the cycle
+def collected_by(collect) -> tuple[bool, object]:
+    """(whether `collect` alone freed an object that only a reference cycle held, what it returned)."""
+    gc.disable()  # so that only `collect` can free the cycle
     try:
         held = Cycle()
         gone = weakref.ref(held)
         del held
         assert gone() is not None
-        trimmed = memory.collect_and_trim()
-        assert gone() is None
+        returned = collect()
+        return gone() is None, returned
     finally:
         gc.enable()
-    assert trimmed is (memory.malloc_trim() is not None)
+
+
+def test_it_frees_what_only_cycles_hold_and_trims_where_glibc_can():
+    freed, trimmed = collected_by(memory.collect_and_trim)
+    assert freed and trimmed is (memory.malloc_trim() is not None)
     if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
         assert trimmed  # the machines this lab measures on
 
@@ -34,14 +39,7 @@ def test_it_frees_what_only_cycles_hold_and_trims_where_glibc_can():
 def test_without_malloc_trim_nothing_is_trimmed_and_cycles_are_still_collected(monkeypatch):
     monkeypatch.setattr(memory, "malloc_trim", lambda: None)
     assert memory.trim_free_pages() is False
-    gc.disable()
-    try:
-        held = Cycle()
-        gone = weakref.ref(held)
-        del held
-        assert memory.collect_and_trim() is False and gone() is None
-    finally:
-        gc.enable()
+    assert collected_by(memory.collect_and_trim) == (True, False)
 
 
 def test_the_callback_collects_as_training_begins_and_trims_before_each_step_and_after_a_backward(monkeypatch):
