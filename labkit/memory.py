@@ -44,9 +44,10 @@ def collect_and_trim() -> bool:
 
 def trimming_callback():
     """A transformers TrainerCallback: collect_and_trim as training begins (after the warm start, the
-    held-out games and the model load); trim_free_pages before each step and after each micro-batch's
-    backward but a step's last (transformers calls on_substep_end for those; the next step's start
-    trims after the last). Not timed apart: the runs' totals in docs/full.md include them."""
+    held-out games and the model load) and as it ends (the last step's backward has no next step to trim
+    after it, and the held-out games after GRPO come next); trim_free_pages before each step and after each
+    micro-batch's backward but a step's last (transformers calls on_substep_end for those; the next step's
+    start trims after the last). Not timed apart: the runs' totals in docs/full.md include them."""
     from transformers import TrainerCallback
 
     class TrimFreePages(TrainerCallback):
@@ -58,5 +59,8 @@ def trimming_callback():
 
         def on_substep_end(self, args, state, control, **kwargs):
             trim_free_pages()
+
+        def on_train_end(self, args, state, control, **kwargs):
+            collect_and_trim()
 
     return TrimFreePages()

@@ -297,20 +297,23 @@ def assert_exercise_says(number: int, quotes: tuple[str, ...]) -> None:
 
 
 def test_exercise_10s_second_part_quotes_the_shaped_reward_as_docs_full_md_measured():
-    """The shaped reward's figures, seed 2: the exercise's answer and full.md's table say the same."""
+    """The shaped reward's figures, seed 0 (the recipe's) in bf16: the exercise's answer and full.md's table
+    say the same."""
     assert_measured_page_says(
         "full.md",
         10,
         (
-            "| 2 | warm, shaped | 0.000 | 1.000 | 0.625 | 0.849 | 0.142 | 0.000 | 0.207 0.178 0.212 0.132 | 0.000 / 0.500 / 0.625 | 0.000 / 1.250 / 0.625 |",
+            "| 0 | warm, shaped, bf16 | 0.000 | 1.000 | 0.750 | 0.855 | 0.141 | 0.000 | 0.163 0.144 0.14 0.117 | 0.000 / 0.250 / 0.375 | 0.000 / 0.250 / 1.000 |",
+            "| 2 | warm, shaped, bf16 | 0.125 | 0.938 | 0.562 | 0.799 | 0.128 | 0.000 | 0.313 0.182 0.196 0.231 | 0.000 / 0.375 / 0.375 | 0.000 / 0.750 / 0.500 |",
         ),
     )
     assert_exercise_says(
         10,
         (
-            "`frac_reward_zero_std` 0.000, and every GRPO step has a gradient (`grad_norm` 0.207, 0.178, 0.212, 0.132)",
-            "(invalid-move rate 0.849, 0.625 valid guesses a rollout)",
-            "(games with a valid guess 0.500 after the warm start, 0.625 after GRPO; valid guesses a game 1.250, then 0.625)",
+            "`frac_reward_zero_std` 0.000, and every GRPO step has a gradient (`grad_norm` 0.163, 0.144, 0.14, 0.117)",
+            "(invalid-move rate 0.855, 0.750 valid guesses a rollout)",
+            "(games with a valid guess 0.250 after the warm start, 0.375 after GRPO; valid guesses a game 0.250, then 1.000,",
+            "on seed 2 the same figure went the other way (0.750, then 0.500)",
         ),
     )
 

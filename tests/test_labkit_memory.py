@@ -42,7 +42,9 @@ def test_without_malloc_trim_nothing_is_trimmed_and_cycles_are_still_collected(m
     assert collected_by(memory.collect_and_trim) == (True, False)
 
 
-def test_the_callback_collects_as_training_begins_and_trims_before_each_step_and_after_a_backward(monkeypatch):
+def test_the_callback_collects_as_training_begins_and_ends_and_trims_before_each_step_and_after_a_backward(
+    monkeypatch,
+):
     calls = []
     monkeypatch.setattr(memory, "collect_and_trim", lambda: calls.append("collect and trim") or True)
     monkeypatch.setattr(memory, "trim_free_pages", lambda: calls.append("trim") or True)
@@ -50,7 +52,8 @@ def test_the_callback_collects_as_training_begins_and_trims_before_each_step_and
     callback.on_train_begin(None, None, None)
     callback.on_step_begin(None, None, None)
     callback.on_substep_end(None, None, None)
-    assert calls == ["collect and trim", "trim", "trim"]
+    callback.on_train_end(None, None, None)
+    assert calls == ["collect and trim", "trim", "trim", "collect and trim"]
 
 
 def test_the_cpu_scales_trainers_carry_the_callback_and_trim_after_each_generation(monkeypatch):
